@@ -1,0 +1,34 @@
+# Two commands, on a machine with only Python 3.11 and the package registries:
+#   make run    the main job (a direct run at the 1k-2k pace)
+#   make test   lint and the whole test suite
+# Each bootstraps .venv itself and refreshes it when pyproject.toml changes.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/evbench run --sut direct --pace 1k-2k
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/sender_rate.py
+	$(BIN)/python benchmarks/receiver_rate.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

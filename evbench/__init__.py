@@ -1,0 +1,1 @@
+"""evbench: open-loop load tests and latency analysis for event-delivery systems."""

@@ -1,0 +1,5 @@
+import sys
+
+from evbench.cli import main
+
+sys.exit(main())

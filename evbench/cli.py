@@ -1,0 +1,193 @@
+"""The `evbench` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from evbench.errors import EvbenchError
+from evbench.layout import default_runs_dir
+from loadgen.pace import default_paces_dir, list_pace_files, parse_pace, resolve_pace
+
+_EPILOG = """\
+examples:
+  evbench run --sut direct --pace 1k-2k          the 2019 baseline: sender -> receiver
+  evbench run --pace 500:10,1000:10 --run-id try-1
+  evbench paces                                   list the pace files and what they send
+  evbench receive --port 8080 --out rx/           a receiver alone (a pod in a real cluster)
+  evbench send --target http://broker/ --pace 1k-2k --out tx/
+
+Paces use the 2019 syntax: comma-separated rate[:duration] steps, rate in events/s,
+duration in seconds (10 s if omitted; `s`/`m` suffixes allowed).
+"""
+
+
+def _duration(text: str) -> float:
+    value = float(text.removesuffix("s"))
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' must not be negative")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evbench",
+        description="Open-loop load tests and latency analysis for event-delivery systems.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser(
+        "run",
+        help="run a pace against a system under test and record every event",
+        description="Start the receiver, drive the pace open-loop through the SUT, wait for "
+        "stragglers, and write runs/<run-id>-<pace>/<sut>/{run.json,sent/,received/,samples/}.",
+    )
+    run.add_argument("--sut", default="direct", help="system under test (default: direct)")
+    run.add_argument(
+        "--pace",
+        default="1k-2k",
+        help="pace name from paces/ or an inline spec like 500:10,1000:10 (default 1k-2k)",
+    )
+    run.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
+    run.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="where runs are written (default ./runs, or $EVBENCH_RUNS_DIR)",
+    )
+    run.add_argument(
+        "--payload-bytes", type=int, default=8192, help="event payload size (default 8192)"
+    )
+    run.add_argument(
+        "--step-gap",
+        type=_duration,
+        default=2.0,
+        metavar="S",
+        help="pause between steps, where the sender collects garbage (default 2)",
+    )
+    run.add_argument(
+        "--warmup",
+        default=None,
+        metavar="DURATION@RATE",
+        help="warm the SUT first, e.g. 10s@100; marked in the records, not counted",
+    )
+    run.add_argument(
+        "--max-inflight",
+        type=int,
+        default=4096,
+        help="unanswered-request cap; slots over it are recorded as failures (default 4096)",
+    )
+    run.add_argument(
+        "--request-timeout",
+        type=_duration,
+        default=30.0,
+        metavar="S",
+        help="per-request timeout (default 30)",
+    )
+    run.add_argument(
+        "--drain-timeout",
+        type=_duration,
+        default=10.0,
+        metavar="S",
+        help="after the last slot, wait this long for answers (default 10)",
+    )
+    run.add_argument(
+        "--grace",
+        type=_duration,
+        default=5.0,
+        metavar="S",
+        help="stop waiting for deliveries after this long without one (default 5)",
+    )
+    run.add_argument(
+        "--grace-cap",
+        type=_duration,
+        default=60.0,
+        metavar="S",
+        help="never wait for deliveries longer than this (default 60)",
+    )
+    run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
+
+    paces = commands.add_parser(
+        "paces", help="list pace files with their steps, duration and events"
+    )
+    paces.add_argument("--paces-dir", type=Path, default=None, help="directory of *.pace files")
+
+    receive = commands.add_parser(
+        "receive",
+        help="run a standalone timestamping receiver until Ctrl-C",
+        description="Stamp each CloudEvent on arrival, answer 202, write received/*.parquet.",
+    )
+    from receivers.cli import add_arguments
+
+    add_arguments(receive)
+
+    commands.add_parser(
+        "send",
+        help="run a standalone open-loop sender (see `evbench send --help`)",
+        add_help=False,
+    )
+    return parser
+
+
+def _echo(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _list_paces(paces_dir: Path | None) -> int:
+    directory = paces_dir or default_paces_dir()
+    files = list_pace_files(directory)
+    if not files:
+        raise EvbenchError(f"no *.pace files in {directory}")
+    for path in files:
+        pace = parse_pace(path.read_text(), name=path.stem, source=str(path))
+        minutes, seconds = divmod(pace.duration_s, 60)
+        print(
+            f"{pace.name:<12} {len(pace.steps):>3} steps  {minutes:>3}m{seconds:02d}s  "
+            f"{pace.events:>9} events  {pace.spec}"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["send"]:
+        # The sender monkey-patches its process for gevent, so it gets a process of its own.
+        os.execv(sys.executable, [sys.executable, "-m", "loadgen", *argv[1:]])
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "paces":
+            return _list_paces(args.paces_dir)
+        if args.command == "receive":
+            from receivers.cli import run as run_receiver
+
+            return run_receiver(args)
+        if args.command == "run":
+            from evbench.runner import RunOptions, run
+
+            opts = RunOptions(
+                pace=resolve_pace(args.pace, args.paces_dir),
+                runs_dir=args.runs_dir or default_runs_dir(),
+                sut=args.sut,
+                run_id=args.run_id,
+                payload_bytes=args.payload_bytes,
+                step_gap_s=args.step_gap,
+                warmup=args.warmup,
+                max_inflight=args.max_inflight,
+                request_timeout_s=args.request_timeout,
+                drain_timeout_s=args.drain_timeout,
+                grace_s=args.grace,
+                grace_cap_s=args.grace_cap,
+            )
+            return run(opts, _echo, live=sys.stderr.isatty()).exit_code
+    except EvbenchError as exc:
+        print(f"evbench: {exc}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

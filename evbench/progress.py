@@ -1,0 +1,34 @@
+"""The live lines `evbench run` prints (pure formatting; the runner decides when)."""
+
+from __future__ import annotations
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
+def progress_line(doc: dict, steps_total: int, received: int | None) -> str:
+    """A sender 'progress' event as one line: the step's pace vs what the last second achieved."""
+    label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
+    return (
+        f"{label:>12}  {doc['target_rate_per_s']:>6}/s  last 1 s {doc['window_sent']:>6}/s  "
+        f"lag p99 {_ms(doc['lag_p99_ms']):>9}  failures {doc['failures']:>5}  "
+        f"in flight {doc['inflight']:>4}  received {_count(received)}"
+    )
+
+
+def step_line(doc: dict, steps_total: int, received: int | None) -> str:
+    """A sender 'step_end' event: the step's target against its achieved send rate."""
+    label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
+    target = doc["target_rate_per_s"]
+    achieved = doc["achieved_send_rate_per_s"]
+    ratio = 100 * achieved / target if target else 0.0
+    return (
+        f"{label:>12}  {target:>6}/s  achieved {achieved:>8.1f}/s ({ratio:6.2f} %)  "
+        f"lag p99 {_ms(doc['lag_p99_ms']):>9}  failures {doc['failures']:>5}  "
+        f"cap hits {doc['inflight_cap_hits']}  received {_count(received)}"
+    )
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)

@@ -1,0 +1,74 @@
+"""The record contract shared by sender, receiver and analysis (DESIGN §3).
+
+Standard library only: every other schema (Arrow/Parquet here, Spark in the analysis) is derived
+from the field tuples below, so there is exactly one place where a column is named, typed and
+given its unit. Times are integer nanoseconds since the Unix epoch, taken from the same wall clock
+(`time.time_ns()`) in every process of a run so that sender and receiver stamps can be subtracted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FieldType = Literal["string", "int64", "int32", "float64", "bool"]
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: FieldType
+    nullable: bool
+    doc: str
+
+
+SENT_FIELDS: tuple[Field, ...] = (
+    Field(
+        "event_id",
+        "string",
+        False,
+        "run-unique id; travels as ce-id, ce-evbenchid and in the payload",
+    ),
+    Field("seq", "int64", False, "slot number in the whole schedule (warmup slots included)"),
+    Field("step", "int32", False, "1-based pace step; 0 = warmup"),
+    Field("warmup", "bool", False, "true for warmup events, which no metric counts"),
+    Field("target_rate_per_s", "int32", False, "the step's pace"),
+    Field("intended_ns", "int64", False, "the schedule slot: when the event should have been sent"),
+    Field("sent_ns", "int64", True, "request start; null when never sent (in-flight cap, stop)"),
+    Field("ack_ns", "int64", True, "response or produce ack; null when none arrived"),
+    Field("status", "int32", False, "HTTP status; 0 = transport error or no response"),
+    Field("error", "string", True, "error text, null on success"),
+    Field("worker", "int32", False, "sender worker index (a pace can be split across workers)"),
+    Field("payload_bytes", "int32", False, "payload size as sent"),
+)
+
+RECEIVED_FIELDS: tuple[Field, ...] = (
+    Field("event_id", "string", False, "ce-evbenchid, else the id in the payload, else ce-id"),
+    Field("received_ns", "int64", False, "stamped when the request's first bytes were read"),
+    Field("receiver", "string", False, "name of the receiver that got it"),
+    Field("payload_bytes", "int32", False, "request body size"),
+    Field("ce_id", "string", True, "ce-id as delivered (intermediaries may rewrite it)"),
+    Field("ce_type", "string", True, "ce-type as delivered"),
+    Field("ce_source", "string", True, "ce-source as delivered"),
+)
+
+PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
+    Field("t_ns", "int64", False, "when the sample was taken"),
+    Field("process", "string", False, "role in the run: sender, receiver, or a SUT process"),
+    Field("pid", "int32", False, "process id"),
+    Field("rss_bytes", "int64", False, "resident set size"),
+    Field("cpu_percent", "float64", False, "CPU since the previous sample; 100 = one core"),
+)
+
+# Column positions, so hot paths can build plain tuples in contract order.
+SENT_COLUMNS = tuple(f.name for f in SENT_FIELDS)
+RECEIVED_COLUMNS = tuple(f.name for f in RECEIVED_FIELDS)
+
+# Every event this suite sends carries its id three ways (DESIGN §3): intermediaries such as a
+# KafkaSource rewrite ce-id, so the extension attribute and the payload carry it too.
+EVENT_ID_HEADER = "ce-evbenchid"
+EVENT_TYPE = "dev.evbench.measure"
+WARMUP_EVENT_TYPE = "dev.evbench.warmup"
+PAYLOAD_ID_PREFIX = b'{"evbenchid":"'
+
+RUN_JSON_VERSION = 1

@@ -1,0 +1,408 @@
+"""`evbench run`: start the receiver, run the sender, wait for stragglers, stop, write run.json.
+
+Both instruments run as child processes: the sender because it monkey-patches its process for
+gevent, the receiver so that neither steals the other's CPU or GIL. This process only watches,
+prints the live lines and records what shaped the run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import platform
+import queue
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import httpx
+
+from evbench.errors import EvbenchError
+from evbench.layout import SutDir, new_sut_dir, next_run_id
+from evbench.procs import Child
+from evbench.progress import progress_line, step_line
+from evbench.records import RUN_JSON_VERSION
+from evbench.samples import ProcessSampler
+from loadgen.pace import Pace, parse_warmup
+
+SUTS = ("direct",)
+_VERSIONED = (
+    "evbench",
+    "locust",
+    "gevent",
+    "geventhttpclient",
+    "uvloop",
+    "httptools",
+    "pyarrow",
+    "httpx",
+    "psutil",
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    pace: Pace
+    runs_dir: Path
+    sut: str = "direct"
+    run_id: str | None = None
+    payload_bytes: int = 8192
+    step_gap_s: float = 2.0
+    warmup: str | None = None
+    max_inflight: int = 4096
+    request_timeout_s: float = 30.0
+    drain_timeout_s: float = 10.0
+    grace_s: float = 5.0
+    grace_cap_s: float = 60.0
+    receiver_host: str = "127.0.0.1"
+
+
+@dataclass
+class RunOutcome:
+    sut_dir: SutDir
+    status: str  # completed | interrupted | failed
+    sender: dict = field(default_factory=dict)
+    receiver: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return {"completed": 0, "interrupted": 130}.get(self.status, 1)
+
+
+def grace_verdict(
+    received: int,
+    expected: int,
+    since_change_s: float,
+    elapsed_s: float,
+    grace_s: float,
+    cap_s: float,
+) -> str | None:
+    """Why waiting for stragglers may stop now (None: keep waiting).
+
+    Stops as soon as everything acked has arrived; otherwise once nothing new has arrived for
+    `grace_s`, and in any case after `cap_s`, so a system that trickles cannot hold a run forever.
+    """
+    if received >= expected:
+        return "all acked events received"
+    if since_change_s >= grace_s:
+        return f"nothing new for {grace_s:g} s"
+    if elapsed_s >= cap_s:
+        return f"cap of {cap_s:g} s reached"
+    return None
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM during a run: forwarded to the sender, which stops scheduling and flushes."""
+
+    def __init__(self, echo: Callable[[str], None]) -> None:
+        self.echo = echo
+        self.count = 0
+        self.sender: Child | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Interrupts:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.echo("interrupted: stopping the sender; every record written so far is kept")
+        else:
+            self.echo("interrupted again: not waiting for in-flight answers")
+        if self.sender is not None:
+            self.sender.signal(signal.SIGINT)
+
+
+def _receiver_stats(client: httpx.Client, base_url: str) -> dict | None:
+    try:
+        return client.get(f"{base_url}/stats").json()
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _wait_ready(client: httpx.Client, base_url: str, receiver: Child, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not receiver.alive():
+            raise EvbenchError(f"receiver exited during start-up:\n{receiver.tail()}")
+        try:
+            if client.get(f"{base_url}/healthz").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise EvbenchError(f"receiver not ready at {base_url}/healthz within {timeout_s:g} s")
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "missing"
+    return found
+
+
+def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome:
+    if opts.sut not in SUTS:
+        raise EvbenchError(f"unknown --sut '{opts.sut}': this version runs {', '.join(SUTS)}")
+    warmup = parse_warmup(opts.warmup) if opts.warmup else None  # fail before creating anything
+    run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
+    sut_dir = new_sut_dir(opts.runs_dir, run_id, opts.pace.name, opts.sut)
+    outcome = RunOutcome(sut_dir, "failed")
+    started_ns = time.time_ns()
+    echo(
+        f"evbench run {run_id}: sut {opts.sut}, pace {opts.pace.name} ({opts.pace.spec}), "
+        f"{opts.pace.events} events over {opts.pace.duration_s} s -> {sut_dir.root}"
+    )
+
+    python = sys.executable
+    receiver = Child(
+        "receiver",
+        [
+            python,
+            "-m",
+            "receivers",
+            "--out",
+            str(sut_dir.received),
+            "--host",
+            opts.receiver_host,
+            "--port",
+            "0",
+            "--name",
+            "receiver",
+        ],
+        sut_dir.logs / "receiver.log",
+    )
+    sampler = ProcessSampler(sut_dir.samples)
+    sampler.watch("receiver", receiver.pid)
+    sampler.start()
+    client = httpx.Client(timeout=2.0)
+    sender: Child | None = None
+    grace: dict = {}
+    try:
+        listening = receiver.wait_for("listening", timeout_s=30)
+        base_url = f"http://{opts.receiver_host}:{listening['port']}"
+        _wait_ready(client, base_url, receiver, timeout_s=30)
+
+        with _Interrupts(echo) as interrupts:
+            sender = Child(
+                "sender",
+                [
+                    python,
+                    "-m",
+                    "loadgen",
+                    "--target",
+                    f"{base_url}/",
+                    "--pace",
+                    opts.pace.spec,
+                    "--out",
+                    str(sut_dir.sent),
+                    "--payload-bytes",
+                    str(opts.payload_bytes),
+                    "--step-gap",
+                    str(opts.step_gap_s),
+                    "--max-inflight",
+                    str(opts.max_inflight),
+                    "--request-timeout",
+                    str(opts.request_timeout_s),
+                    "--drain-timeout",
+                    str(opts.drain_timeout_s),
+                    *(["--warmup", opts.warmup] if opts.warmup else []),
+                ],
+                sut_dir.logs / "sender.log",
+            )
+            interrupts.sender = sender
+            sampler.watch("sender", sender.pid)
+            outcome.sender = _follow_sender(sender, opts, client, base_url, echo, live)
+            sender.wait(timeout_s=30)
+            grace = _wait_for_stragglers(
+                client,
+                base_url,
+                outcome.sender.get("ok", 0),
+                opts,
+                interrupted=interrupts.count > 0,
+            )
+            outcome.status = (
+                "interrupted"
+                if (interrupts.count or outcome.sender.get("interrupted"))
+                else "completed"
+            )
+    finally:
+        if sender is not None and sender.alive():
+            sender.stop()
+        receiver.stop()
+        outcome.receiver = _final_receiver_stats(receiver)
+        sampler.stop()
+        client.close()
+        _write_run_json(
+            sut_dir, opts, run_id, warmup is not None, started_ns, outcome, grace, sampler
+        )
+    _echo_summary(outcome, echo)
+    return outcome
+
+
+def _follow_sender(
+    sender: Child,
+    opts: RunOptions,
+    client: httpx.Client,
+    base_url: str,
+    echo: Callable[[str], None],
+    live: bool,
+) -> dict:
+    steps_total = len(opts.pace.steps)
+    pending_live = False
+    while True:
+        try:
+            doc = sender.next_line(timeout_s=opts.request_timeout_s + opts.drain_timeout_s + 60)
+        except queue.Empty:
+            raise EvbenchError("sender went silent; see its log: " + str(sender.log_path)) from None
+        if doc is None:
+            raise EvbenchError(f"sender exited without finishing:\n{sender.tail()}")
+        kind = doc.get("event")
+        if kind == "progress" and live:
+            stats = _receiver_stats(client, base_url)
+            line = progress_line(doc, steps_total, stats and stats["received"])
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+            pending_live = True
+        elif kind == "step_end":
+            if pending_live:
+                sys.stderr.write("\r\033[K")
+                pending_live = False
+            stats = _receiver_stats(client, base_url)
+            echo(step_line(doc, steps_total, stats and stats["received"]))
+        elif kind == "draining":
+            echo(f"waiting up to {doc['timeout_s']:g} s for {doc['inflight']} in-flight answers")
+        elif kind in ("warning", "output"):
+            echo(f"sender: {doc.get('message') or doc.get('text')}")
+        elif kind == "done":
+            return doc
+
+
+def _wait_for_stragglers(
+    client: httpx.Client, base_url: str, expected: int, opts: RunOptions, interrupted: bool
+) -> dict:
+    grace_s = min(opts.grace_s, 1.0) if interrupted else opts.grace_s
+    started = last_change = time.monotonic()
+    stats = _receiver_stats(client, base_url) or {"received": 0}
+    last = stats["received"]
+    while True:
+        now = time.monotonic()
+        reason = grace_verdict(
+            last, expected, now - last_change, now - started, grace_s, opts.grace_cap_s
+        )
+        if reason:
+            return {
+                "waited_s": round(now - started, 3),
+                "reason": reason,
+                "expected": expected,
+                "received": last,
+            }
+        time.sleep(0.1)
+        stats = _receiver_stats(client, base_url) or stats
+        if stats["received"] != last:
+            last, last_change = stats["received"], time.monotonic()
+
+
+def _final_receiver_stats(receiver: Child) -> dict:
+    while True:
+        try:
+            doc = receiver.next_line(timeout_s=5)
+        except queue.Empty:
+            return {}
+        if doc is None:
+            return {}
+        if doc.get("event") == "stopped":
+            return doc.get("stats", {})
+
+
+def _write_run_json(
+    sut_dir: SutDir,
+    opts: RunOptions,
+    run_id: str,
+    has_warmup: bool,
+    started_ns: int,
+    outcome: RunOutcome,
+    grace: dict,
+    sampler: ProcessSampler,
+) -> None:
+    sender = outcome.sender
+    doc = {
+        "version": RUN_JSON_VERSION,
+        "run_id": run_id,
+        "sut": opts.sut,
+        "sut_settings": {},
+        "status": outcome.status,
+        "interrupted": outcome.status == "interrupted",
+        "pace": {
+            "name": opts.pace.name,
+            "spec": opts.pace.spec,
+            "steps": [asdict(s) for s in opts.pace.steps],
+            "duration_s": opts.pace.duration_s,
+            "events": opts.pace.events,
+        },
+        "schedule": {
+            "start_ns": sender.get("start_ns"),
+            "step_gap_s": opts.step_gap_s,
+            "warmup": opts.warmup if has_warmup else None,
+        },
+        "payload_bytes": opts.payload_bytes,
+        "sender": {
+            "engine": "gevent + geventhttpclient, open loop",
+            "max_inflight": opts.max_inflight,
+            "request_timeout_s": opts.request_timeout_s,
+            "drain_timeout_s": opts.drain_timeout_s,
+            "summary": sender,
+        },
+        "receiver": {"engine": "asyncio + uvloop + httptools", "stats": outcome.receiver},
+        "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
+        "hosts": {"sender": socket.gethostname(), "receiver": socket.gethostname()},
+        "clock": {
+            "sender_receiver_same_host": True,
+            "offset_ns": 0,
+            "source": "time.time_ns() in every process",
+        },
+        "peak_rss_bytes": sampler.peak_rss_bytes,
+        "versions": _versions(),
+        "platform": {
+            "machine": platform.machine(),
+            "system": platform.platform(),
+            "cpus": os.cpu_count(),
+            "user": getpass.getuser(),
+        },
+        "command": sys.argv,
+        "started_ns": started_ns,
+        "ended_ns": time.time_ns(),
+    }
+    tmp = sut_dir.run_json.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(sut_dir.run_json)
+
+
+def _echo_summary(outcome: RunOutcome, echo: Callable[[str], None]) -> None:
+    sender, receiver = outcome.sender, outcome.receiver
+    ok = sender.get("ok", 0)
+    received = receiver.get("received", 0)
+    echo(
+        f"{outcome.status}: sent {sender.get('sent', 0)}, acked {ok}, "
+        f"send failures {sender.get('failures', 0)}, received {received}, "
+        f"acked but not received {max(0, ok - received)}; records in {outcome.sut_dir.root}"
+    )
+    if outcome.status == "interrupted":
+        echo(
+            f"interrupted run kept {sender.get('rows_written', 0)} sent and "
+            f"{receiver.get('rows_written', 0)} received records; run.json says interrupted"
+        )

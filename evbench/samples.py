@@ -1,0 +1,59 @@
+"""Resource samples of a run's processes (RSS and CPU every second), written to samples/."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from evbench.parquet import PartWriter
+from evbench.records import PROCESS_SAMPLE_FIELDS
+
+
+class ProcessSampler:
+    """Samples named pids on a background thread; flushes every `flush_every` ticks and on stop."""
+
+    def __init__(self, out_dir: Path, interval_s: float = 1.0, flush_every: int = 10) -> None:
+        self.writer = PartWriter(out_dir, PROCESS_SAMPLE_FIELDS, prefix="processes")
+        self.interval_s = interval_s
+        self.flush_every = flush_every
+        self._processes: dict[str, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self.peak_rss_bytes: dict[str, int] = {}
+
+    def watch(self, role: str, pid: int) -> None:
+        try:
+            process = psutil.Process(pid)
+            process.cpu_percent(None)  # the first call only sets the baseline
+        except psutil.Error:
+            return
+        self._processes[role] = process
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        ticks = 0
+        while not self._stop.wait(self.interval_s):
+            now_ns = time.time_ns()
+            for role, process in list(self._processes.items()):
+                try:
+                    with process.oneshot():
+                        rss = process.memory_info().rss
+                        cpu = process.cpu_percent(None)
+                except psutil.Error:
+                    del self._processes[role]  # it exited; its last samples stay
+                    continue
+                self.peak_rss_bytes[role] = max(rss, self.peak_rss_bytes.get(role, 0))
+                self.writer.append((now_ns, role, process.pid, rss, cpu))
+            ticks += 1
+            if ticks % self.flush_every == 0:
+                self.writer.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.writer.flush()

@@ -1,0 +1,84 @@
+"""Open-loop schedule (pure): when every event of a pace should be sent.
+
+Slot i of a step at rate r is due at `step_start + i * 1e9 // r` nanoseconds, whatever happened
+to earlier slots: that is what keeps the sender open-loop. Steps follow each other with a fixed
+gap (GC and flushing happen there), so the whole schedule is known before the first send.
+Workers split one schedule by slot number (`seq % workers == worker`), so any number of sender
+processes together keep exactly the pace's rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from loadgen.pace import Step
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    number: int  # 0 = warmup, then 1..N in pace order
+    rate_per_s: int
+    duration_s: int
+    warmup: bool
+    start_offset_ns: int  # from the schedule's start
+    first_seq: int
+
+    @property
+    def events(self) -> int:
+        return self.rate_per_s * self.duration_s
+
+    @property
+    def end_offset_ns(self) -> int:
+        return self.start_offset_ns + self.duration_s * NS_PER_S
+
+
+@dataclass(frozen=True)
+class Slot:
+    seq: int
+    step: int
+    offset_ns: int  # intended send time, from the schedule's start
+    rate_per_s: int
+    warmup: bool
+
+
+def plan_steps(
+    steps: Sequence[Step], gap_s: float, warmup: Step | None = None
+) -> tuple[PlannedStep, ...]:
+    if gap_s < 0:
+        raise ValueError(f"step gap must not be negative, got {gap_s}")
+    gap_ns = int(gap_s * NS_PER_S)
+    numbered = ([(0, warmup, True)] if warmup else []) + [
+        (i, step, False) for i, step in enumerate(steps, start=1)
+    ]
+    planned: list[PlannedStep] = []
+    offset_ns = 0
+    seq = 0
+    for number, step, is_warmup in numbered:
+        planned.append(
+            PlannedStep(number, step.rate_per_s, step.duration_s, is_warmup, offset_ns, seq)
+        )
+        offset_ns += step.duration_s * NS_PER_S + gap_ns
+        seq += step.events
+    return tuple(planned)
+
+
+def step_slots(step: PlannedStep, worker: int = 0, workers: int = 1) -> Iterator[Slot]:
+    if not 0 <= worker < workers:
+        raise ValueError(f"worker {worker} is not in 0..{workers - 1}")
+    first = (worker - step.first_seq) % workers
+    for index in range(first, step.events, workers):
+        yield Slot(
+            step.first_seq + index,
+            step.number,
+            step.start_offset_ns + index * NS_PER_S // step.rate_per_s,
+            step.rate_per_s,
+            step.warmup,
+        )
+
+
+def schedule(steps: Sequence[PlannedStep], worker: int = 0, workers: int = 1) -> Iterator[Slot]:
+    for step in steps:
+        yield from step_slots(step, worker, workers)

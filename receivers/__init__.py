@@ -1,0 +1,1 @@
+"""Timestamping CloudEvents receivers and their record writer."""
