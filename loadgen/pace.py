@@ -78,13 +78,16 @@ def parse_pace(text: str, name: str = "inline", source: str = "pace") -> Pace:
     steps: list[Step] = []
     for line_number, raw_line in enumerate(text.splitlines(), start=1):
         line = raw_line.split("#", 1)[0]
+        tokens = line.split(",")
         column = 1
-        for token in line.split(","):
+        for index, token in enumerate(tokens):
             stripped = token.strip()
             token_column = column + (len(token) - len(token.lstrip()))
             column += len(token) + 1
             if not stripped:
-                if line.strip():
+                # Blank lines and a comma ending a line are fine; any other empty step is a typo.
+                trailing = index == len(tokens) - 1
+                if line.strip() and not trailing:
                     raise PaceError(
                         f"{source}:{line_number}:{token_column}: empty step (stray comma?)"
                     )

@@ -1,0 +1,92 @@
+"""`evbench run --sut direct` as a user runs it: a real process tree on loopback."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from evbench.parquet import part_files, read_parts
+from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from loadgen.pace import parse_pace
+from loadgen.schedule import plan_steps, schedule
+from tests.conftest import wait_until
+
+PACE = "200:2,400:2"
+GAP_S = 0.5
+
+
+def _evbench(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "evbench", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
+    proc = _evbench("run", "--sut", "direct", "--pace", PACE, "--step-gap", str(GAP_S),
+                    "--runs-dir", str(tmp_path), "--run-id", "t1")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    sut_dir = tmp_path / "t1-200x2-400x2" / "direct"
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert run["status"] == "completed" and run["sut"] == "direct"
+    assert run["pace"]["spec"] == PACE
+
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
+    received = read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
+    sent_ids = [r["event_id"] for r in sent]
+    received_ids = [r["event_id"] for r in received]
+    assert len(sent_ids) == len(set(sent_ids)) == 200 * 2 + 400 * 2
+    assert len(received_ids) == len(set(received_ids))
+    assert set(received_ids) == set(sent_ids)
+    assert {r["status"] for r in sent} == {202}
+    assert all(r["intended_ns"] <= r["sent_ns"] <= r["ack_ns"] for r in sent)
+
+    # intended times are exactly the pure schedule, offset by the recorded start
+    start_ns = run["schedule"]["start_ns"]
+    planned = plan_steps(parse_pace(PACE).steps, GAP_S)
+    expected = {(s.seq, s.step, start_ns + s.offset_ns) for s in schedule(planned)}
+    assert {(r["seq"], r["step"], r["intended_ns"]) for r in sent} == expected
+
+    # and each delivery came after its send
+    sent_at = {r["event_id"]: r["sent_ns"] for r in sent}
+    assert all(r["received_ns"] >= sent_at[r["event_id"]] for r in received)
+
+    assert "step 1/2" in err and "step 2/2" in err and "completed" in err
+    samples = read_parts(sut_dir / "samples", PROCESS_SAMPLE_FIELDS).to_pylist()
+    assert {"sender", "receiver"} <= {s["process"] for s in samples}
+    assert run["receiver"]["stats"]["received"] == 1200
+    assert run["grace"]["reason"] == "all acked events received"
+
+
+def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
+    proc = _evbench("run", "--pace", "300:60", "--runs-dir", str(tmp_path), "--run-id", "int")
+    sut_dir = tmp_path / "int-300x60" / "direct"
+    wait_until(lambda: len(part_files(sut_dir / "sent")) >= 2, 60, "sent records on disk")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "records" in err
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["interrupted"] is True
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
+    acked = {r["event_id"] for r in sent if r["status"] == 202}
+    assert 0 < len(acked) == run["sender"]["summary"]["ok"] < 18000
+    received = {r["event_id"] for r in read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()}
+    assert received == acked
+
+
+def test_bad_pace_is_refused_before_anything_starts(tmp_path):
+    proc = _evbench("run", "--pace", "100:10,abc", "--runs-dir", str(tmp_path))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "'abc'" in err and "step 2" in err
+    assert not any(Path(tmp_path).iterdir())
+
+
+def test_existing_run_is_never_overwritten(tmp_path):
+    (tmp_path / "same-200x2-400x2" / "direct").mkdir(parents=True)
+    proc = _evbench("run", "--pace", PACE, "--runs-dir", str(tmp_path), "--run-id", "same")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "already exists" in err

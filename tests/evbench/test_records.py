@@ -1,0 +1,71 @@
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from evbench.errors import RecordFileError
+from evbench.parquet import PartWriter, arrow_schema, part_files, read_parts
+from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+
+CONTRACT_TYPES = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(),
+                  "float64": pa.float64(), "bool": pa.bool_()}
+
+
+@pytest.mark.parametrize("fields", [SENT_FIELDS, RECEIVED_FIELDS, PROCESS_SAMPLE_FIELDS])
+def test_arrow_schema_is_the_contract(fields):
+    schema = arrow_schema(fields)
+    assert [(f.name, f.type, f.nullable) for f in schema] == [
+        (f.name, CONTRACT_TYPES[f.type], f.nullable) for f in fields
+    ]
+
+
+def test_units_are_in_the_names():
+    for field in SENT_FIELDS + RECEIVED_FIELDS + PROCESS_SAMPLE_FIELDS:
+        if field.name.endswith(("_ns", "_bytes", "_per_s")):
+            assert field.type in ("int64", "int32")
+    names = {f.name for f in SENT_FIELDS}
+    assert {"intended_ns", "sent_ns", "ack_ns", "target_rate_per_s", "payload_bytes"} <= names
+
+
+def _sent_row(seq: int, ack: int | None = 3) -> tuple:
+    return (f"t-0-{seq}", seq, 1, False, 100, 1, 2, ack, 202 if ack else 0,
+            None if ack else "boom", 0, 8192)
+
+
+def test_each_flush_is_a_complete_part_and_rows_survive(tmp_path):
+    writer = PartWriter(tmp_path, SENT_FIELDS, prefix="sent-w0")
+    for seq in range(5):
+        writer.append(_sent_row(seq))
+    first = writer.flush()
+    writer.append(_sent_row(5, ack=None))
+    second = writer.flush()
+    assert writer.flush() is None  # nothing buffered, nothing written
+    assert [p.name for p in part_files(tmp_path)] == [first.name, second.name]
+    table = read_parts(tmp_path, SENT_FIELDS)
+    assert table.column("seq").to_pylist() == list(range(6))
+    assert table.column("ack_ns").to_pylist()[-1] is None
+    assert writer.rows_written == 6 and writer.parts_written == 2
+    # a second writer into the same directory never overwrites
+    again = PartWriter(tmp_path, SENT_FIELDS, prefix="sent-w0")
+    again.append(_sent_row(6))
+    assert again.flush().name not in {first.name, second.name}
+    assert read_parts(tmp_path, SENT_FIELDS).num_rows == 7
+
+
+def test_truncated_file_is_named(tmp_path):
+    writer = PartWriter(tmp_path, SENT_FIELDS)
+    writer.append(_sent_row(0))
+    path = writer.flush()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(RecordFileError, match=path.name):
+        read_parts(tmp_path, SENT_FIELDS)
+
+
+def test_missing_columns_are_named(tmp_path):
+    pq.write_table(pa.table({"event_id": ["x"]}), tmp_path / "part-000000.parquet")
+    with pytest.raises(RecordFileError, match="missing columns received_ns"):
+        read_parts(tmp_path, RECEIVED_FIELDS)
+
+
+def test_empty_directory_reads_as_empty_table(tmp_path):
+    assert read_parts(tmp_path, RECEIVED_FIELDS).num_rows == 0

@@ -1,0 +1,121 @@
+"""The sender as a real process (python -m loadgen), against real sockets."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from evbench.parquet import read_parts
+from evbench.procs import Child
+from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from tests.conftest import wait_until
+
+
+def _sender(tmp_path: Path, target: str, pace: str, *extra: str) -> Child:
+    return Child("sender", [
+        sys.executable, "-m", "loadgen", "--target", target, "--pace", pace,
+        "--out", str(tmp_path / "sent"), "--step-gap", "0.2", "--start-delay", "0.2", *extra,
+    ], tmp_path / "sender.log")
+
+
+def _done(child: Child, timeout_s: float = 60) -> dict:
+    return child.wait_for("done", timeout_s)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_refused_target_gives_send_failures_not_a_crash(tmp_path):
+    port = _free_port()  # nothing listens there once the socket is closed
+    child = _sender(tmp_path, f"http://127.0.0.1:{port}/", "50:1,100:1")
+    done = _done(child)
+    assert child.wait(10) == 0
+    rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
+    assert len(rows) == 150 == done["failures"]
+    assert {r["status"] for r in rows} == {0}
+    assert all(r["ack_ns"] is None and "refused" in r["error"].lower() for r in rows)
+    assert {r["step"] for r in rows} == {1, 2}
+
+
+class BlackHole:
+    """A TCP server that accepts requests and never answers: a stuck system under test."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+def test_stuck_target_cannot_slow_the_pace(tmp_path):
+    hole = BlackHole()
+    try:
+        child = _sender(tmp_path, f"http://127.0.0.1:{hole.port}/", "200:2",
+                        "--max-inflight", "50", "--drain-timeout", "0.5")
+        done = _done(child)
+        assert child.wait(10) == 0
+    finally:
+        hole.close()
+    rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
+    assert len(rows) == 400  # every slot is recorded, answered or not
+    sent = [r for r in rows if r["sent_ns"] is not None]
+    capped = [r for r in rows if r["error"] == "in-flight cap reached"]
+    assert len(sent) == 50 and len(capped) == 350 == done["inflight_cap_hits"]
+    assert all("drain timeout" in r["error"] and r["ack_ns"] is None for r in sent)
+    # open loop: the slots refused by the cap were still taken on schedule, not delayed
+    assert done["steps"][0]["lag_p99_ms"] < 50
+
+
+def test_sigint_mid_step_keeps_every_acked_event(tmp_path, receiver):
+    child = _sender(tmp_path, receiver.url + "/", "300:30")
+    wait_until(lambda: receiver.stats()["received"] >= 600, 30, "two seconds of events")
+    child.signal(signal.SIGINT)
+    done = _done(child, timeout_s=30)
+    assert child.wait(10) == 130
+    assert done["interrupted"] and done["stop_reason"] == "SIGINT"
+    rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
+    acked = {r["event_id"] for r in rows if r["status"] == 202}
+    assert len(acked) == done["ok"] >= 600
+    assert len(rows) == len({r["event_id"] for r in rows}) < 9000  # stopped early, no duplicates
+    summary = json.loads((tmp_path / "sent" / "_sender-w0.json").read_text())
+    assert summary["interrupted"] and summary["ok"] == done["ok"]
+    receiver.child.stop()
+    received = {r["event_id"] for r in read_parts(receiver.out, RECEIVED_FIELDS).to_pylist()}
+    assert received == acked  # direct: everything acked arrived, and nothing else
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--pace", "100:0"], "'100:0'"), (["--payload-bytes", "10", "--pace", "1:1"], "at least"),
+     (["--pace", "1:1", "--target", "ftp://x/"], "not an http")],
+)
+def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
+    argv = ["--target", "http://127.0.0.1:9/", "--out", str(tmp_path / "o"), *args]
+    child = Child("sender", [sys.executable, "-m", "loadgen", *argv], tmp_path / "s.log")
+    assert child.wait(30) == 2
+    assert message in child.log_path.read_text()
