@@ -49,6 +49,7 @@ class StepState:
     cap_hits: int = 0
     last_sent_ns: int | None = None
     gc_ms: float | None = None
+    gc_collected: int | None = None
     lags_ns: array = field(default_factory=lambda: array("q"))
 
     def summary(self, workers: int) -> dict:
@@ -73,6 +74,7 @@ class StepState:
             "lag_p99_ms": _ms(p99),
             "lag_max_ms": _ms(lags[-1] if lags else None),
             "gc_ms": self.gc_ms,
+            "gc_collected": self.gc_collected,
         }
 
 
@@ -263,7 +265,8 @@ class Engine:
         inflight_at_step_end = len(self._inflight)
         gc.enable()
         started = time.perf_counter()
-        gc.collect()
+        # What the collector frees shows whether a step leaves cyclic garbage (RSS growth).
+        state.gc_collected = gc.collect()
         state.gc_ms = round((time.perf_counter() - started) * 1e3, 2)
         # Answers still out are counted in the run's final summary, not in this line.
         self.emit(
@@ -288,16 +291,19 @@ class Engine:
         return False
 
     def _drain(self) -> None:
-        deadline = time.monotonic() + self.drain_timeout_s
-        if self._inflight:
-            self.emit(
-                {
-                    "event": "draining",
-                    "inflight": len(self._inflight),
-                    "timeout_s": self.drain_timeout_s,
-                }
-            )
+        started = time.monotonic()
+        deadline = started + self.drain_timeout_s
+        announced = False
         while self._inflight and time.monotonic() < deadline and not self.force_stop:
+            if not announced and time.monotonic() - started > 0.5:
+                announced = True  # only a slow drain is worth a line
+                self.emit(
+                    {
+                        "event": "draining",
+                        "inflight": len(self._inflight),
+                        "timeout_s": self.drain_timeout_s,
+                    }
+                )
             gevent.sleep(0.01)
         # Whatever is still unanswered is recorded now, as sent without an answer.
         for seq, (state, slot, intended_ns, sent_ns) in list(self._inflight.items()):

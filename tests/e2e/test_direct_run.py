@@ -19,13 +19,29 @@ GAP_S = 0.5
 
 
 def _evbench(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "evbench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "evbench", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
-    proc = _evbench("run", "--sut", "direct", "--pace", PACE, "--step-gap", str(GAP_S),
-                    "--runs-dir", str(tmp_path), "--run-id", "t1")
+    proc = _evbench(
+        "run",
+        "--sut",
+        "direct",
+        "--pace",
+        PACE,
+        "--step-gap",
+        str(GAP_S),
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "t1",
+    )
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     sut_dir = tmp_path / "t1-200x2-400x2" / "direct"
@@ -73,7 +89,9 @@ def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
     sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
     acked = {r["event_id"] for r in sent if r["status"] == 202}
     assert 0 < len(acked) == run["sender"]["summary"]["ok"] < 18000
-    received = {r["event_id"] for r in read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()}
+    received = {
+        r["event_id"] for r in read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
+    }
     assert received == acked
 
 

@@ -6,8 +6,13 @@ from evbench.errors import RecordFileError
 from evbench.parquet import PartWriter, arrow_schema, part_files, read_parts
 from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 
-CONTRACT_TYPES = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(),
-                  "float64": pa.float64(), "bool": pa.bool_()}
+CONTRACT_TYPES = {
+    "string": pa.string(),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+}
 
 
 @pytest.mark.parametrize("fields", [SENT_FIELDS, RECEIVED_FIELDS, PROCESS_SAMPLE_FIELDS])
@@ -27,8 +32,20 @@ def test_units_are_in_the_names():
 
 
 def _sent_row(seq: int, ack: int | None = 3) -> tuple:
-    return (f"t-0-{seq}", seq, 1, False, 100, 1, 2, ack, 202 if ack else 0,
-            None if ack else "boom", 0, 8192)
+    return (
+        f"t-0-{seq}",
+        seq,
+        1,
+        False,
+        100,
+        1,
+        2,
+        ack,
+        202 if ack else 0,
+        None if ack else "boom",
+        0,
+        8192,
+    )
 
 
 def test_each_flush_is_a_complete_part_and_rows_survive(tmp_path):

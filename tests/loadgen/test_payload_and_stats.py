@@ -21,8 +21,13 @@ def test_payload_too_small_names_the_minimum():
 
 @pytest.mark.parametrize(
     ("values", "fraction", "expected"),
-    [([], 0.99, None), ([5], 0.99, 5), (list(range(1, 101)), 0.99, 99), (list(range(1, 101)), 0.5, 50),
-     (list(range(1, 1001)), 0.99, 990)],
+    [
+        ([], 0.99, None),
+        ([5], 0.99, 5),
+        (list(range(1, 101)), 0.99, 99),
+        (list(range(1, 101)), 0.5, 50),
+        (list(range(1, 1001)), 0.99, 990),
+    ],
 )
 def test_percentile(values, fraction, expected):
     assert percentile(values, fraction) == expected

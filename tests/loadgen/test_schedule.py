@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from loadgen.pace import Step
@@ -25,7 +27,7 @@ def test_slots_per_step_and_monotonic(steps, gap_s):
         assert mine[0].offset_ns == plan.start_offset_ns
         assert all(plan.start_offset_ns <= s.offset_ns < plan.end_offset_ns for s in mine)
         # evenly spaced at the step's rate, to the nanosecond
-        spacing = {b.offset_ns - a.offset_ns for a, b in zip(mine, mine[1:], strict=False)}
+        spacing = {b.offset_ns - a.offset_ns for a, b in itertools.pairwise(mine)}
         assert spacing <= {NS_PER_S // step.rate_per_s, NS_PER_S // step.rate_per_s + 1}
 
 

@@ -18,10 +18,26 @@ from tests.conftest import wait_until
 
 
 def _sender(tmp_path: Path, target: str, pace: str, *extra: str) -> Child:
-    return Child("sender", [
-        sys.executable, "-m", "loadgen", "--target", target, "--pace", pace,
-        "--out", str(tmp_path / "sent"), "--step-gap", "0.2", "--start-delay", "0.2", *extra,
-    ], tmp_path / "sender.log")
+    return Child(
+        "sender",
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "--target",
+            target,
+            "--pace",
+            pace,
+            "--out",
+            str(tmp_path / "sent"),
+            "--step-gap",
+            "0.2",
+            "--start-delay",
+            "0.2",
+            *extra,
+        ],
+        tmp_path / "sender.log",
+    )
 
 
 def _done(child: Child, timeout_s: float = 60) -> dict:
@@ -75,8 +91,15 @@ class BlackHole:
 def test_stuck_target_cannot_slow_the_pace(tmp_path):
     hole = BlackHole()
     try:
-        child = _sender(tmp_path, f"http://127.0.0.1:{hole.port}/", "200:2",
-                        "--max-inflight", "50", "--drain-timeout", "0.5")
+        child = _sender(
+            tmp_path,
+            f"http://127.0.0.1:{hole.port}/",
+            "200:2",
+            "--max-inflight",
+            "50",
+            "--drain-timeout",
+            "0.5",
+        )
         done = _done(child)
         assert child.wait(10) == 0
     finally:
@@ -111,8 +134,11 @@ def test_sigint_mid_step_keeps_every_acked_event(tmp_path, receiver):
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--pace", "100:0"], "'100:0'"), (["--payload-bytes", "10", "--pace", "1:1"], "at least"),
-     (["--pace", "1:1", "--target", "ftp://x/"], "not an http")],
+    [
+        (["--pace", "100:0"], "'100:0'"),
+        (["--payload-bytes", "10", "--pace", "1:1"], "at least"),
+        (["--pace", "1:1", "--target", "ftp://x/"], "not an http"),
+    ],
 )
 def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     argv = ["--target", "http://127.0.0.1:9/", "--out", str(tmp_path / "o"), *args]

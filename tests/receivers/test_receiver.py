@@ -39,20 +39,42 @@ def test_binary_and_structured_events_are_identified_and_recorded(receiver):
     before_ns = time.time_ns()
     with httpx.Client(timeout=5) as client:
         # ce-evbenchid wins over ce-id
-        assert _binary(client, receiver.url, "ce-1", "ev-1", payloads.build("ev-1")).status_code == 202
+        assert (
+            _binary(client, receiver.url, "ce-1", "ev-1", payloads.build("ev-1")).status_code == 202
+        )
         # no extension (a source rewrote ce-id): the payload's id wins over ce-id
-        assert _binary(client, receiver.url, "topic/3/17", None, payloads.build("ev-2")).status_code == 202
+        assert (
+            _binary(client, receiver.url, "topic/3/17", None, payloads.build("ev-2")).status_code
+            == 202
+        )
         # no extension, a foreign payload: ce-id is all there is
         assert _binary(client, receiver.url, "ev-3", None, b"plain text").status_code == 202
-        structured = {"specversion": "1.0", "id": "ce-4", "source": "s", "type": "t",
-                      "evbenchid": "ev-4", "data": {"x": 1}}
-        response = client.post(receiver.url + "/any/path", content=json.dumps(structured),
-                               headers={"content-type": "application/cloudevents+json"})
+        structured = {
+            "specversion": "1.0",
+            "id": "ce-4",
+            "source": "s",
+            "type": "t",
+            "evbenchid": "ev-4",
+            "data": {"x": 1},
+        }
+        response = client.post(
+            receiver.url + "/any/path",
+            content=json.dumps(structured),
+            headers={"content-type": "application/cloudevents+json"},
+        )
         assert response.status_code == 202
-        structured_data_id = {"specversion": "1.0", "id": "ce-5", "source": "s", "type": "t",
-                              "data": {"evbenchid": "ev-5"}}
-        response = client.post(receiver.url, content=json.dumps(structured_data_id),
-                               headers={"content-type": "application/cloudevents+json; charset=utf-8"})
+        structured_data_id = {
+            "specversion": "1.0",
+            "id": "ce-5",
+            "source": "s",
+            "type": "t",
+            "data": {"evbenchid": "ev-5"},
+        }
+        response = client.post(
+            receiver.url,
+            content=json.dumps(structured_data_id),
+            headers={"content-type": "application/cloudevents+json; charset=utf-8"},
+        )
         assert response.status_code == 202
         stats = client.get(receiver.url + "/stats").json()
     after_ns = time.time_ns()
@@ -101,10 +123,18 @@ def test_records_reach_disk_within_the_flush_interval_and_survive_sigkill(receiv
     payloads = PayloadBuilder(1024, longest_id=16, seed=3)
     with httpx.Client(timeout=5) as client:
         for i in range(300):
-            assert _binary(client, receiver.url, f"a-{i}", f"a-{i}", payloads.build(f"a-{i}")).status_code == 202
+            assert (
+                _binary(
+                    client, receiver.url, f"a-{i}", f"a-{i}", payloads.build(f"a-{i}")
+                ).status_code
+                == 202
+            )
         # Flushed by the receiver's own timer (at least once a second), not by a shutdown.
-        wait_until(lambda: client.get(receiver.url + "/stats").json()["rows_written"] >= 300,
-                   timeout_s=3, what="the first batch on disk")
+        wait_until(
+            lambda: client.get(receiver.url + "/stats").json()["rows_written"] >= 300,
+            timeout_s=3,
+            what="the first batch on disk",
+        )
         for i in range(50):
             _binary(client, receiver.url, f"b-{i}", f"b-{i}", payloads.build(f"b-{i}"))
     receiver.child.signal(signal.SIGKILL)

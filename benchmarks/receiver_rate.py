@@ -1,0 +1,182 @@
+"""Max sustained rate of the receiver with recording on (8 KB binary CloudEvents).
+
+A closed-loop blaster (raw asyncio on uvloop, keep-alive connections each keeping a window of
+pipelined requests, every event with its own id) runs in its own process for `--seconds`. The
+receiver's own /stats count what it accepted in the measured window, and the run only counts if
+every accepted event is on disk afterwards (recording kept up). Prints events/s, CPU of both
+processes (a receiver near 100 % is the bottleneck; a blaster near 100 % means the figure is a
+floor), and the receiver's RSS before and after.
+
+    .venv/bin/python benchmarks/receiver_rate.py [--seconds 10] [--connections 8] [--window 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evbench.parquet import read_parts
+from evbench.procs import Child
+from evbench.records import RECEIVED_FIELDS
+from loadgen.payload import PayloadBuilder
+
+_RESPONSE_BYTES = len(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+
+
+class _Pipelined(asyncio.Protocol):
+    def __init__(self, make_request, window: int, stop_at: float, counter: list[int]) -> None:
+        self.make_request = make_request
+        self.window = window
+        self.stop_at = stop_at
+        self.counter = counter
+        self.pending_bytes = 0
+        self.outstanding = 0
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        for _ in range(self.window):
+            self._send()
+
+    def _send(self) -> None:
+        self.transport.writelines(self.make_request())
+        self.outstanding += 1
+
+    def data_received(self, data: bytes) -> None:
+        self.pending_bytes += len(data)
+        answered, self.pending_bytes = divmod(self.pending_bytes, _RESPONSE_BYTES)
+        self.outstanding -= answered
+        self.counter[0] += answered
+        if time.monotonic() < self.stop_at:
+            for _ in range(answered):
+                self._send()
+        elif self.outstanding == 0 and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _blast(port: int, seconds: float, connections: int, window: int, worker: int) -> int:
+    payload = PayloadBuilder(8192, longest_id=32, seed=worker).build("bench")
+    seq = iter(range(10**12))
+    prefix = f"b{worker}-"
+
+    def make_request() -> list[bytes]:
+        eid = f"{prefix}{next(seq)}"
+        head = (
+            f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nce-specversion: 1.0\r\nce-id: {eid}\r\n"
+            f"ce-evbenchid: {eid}\r\nce-source: bench\r\nce-type: dev.evbench.measure\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(payload)}\r\n\r\n"
+        ).encode()
+        return [head, payload]
+
+    loop = asyncio.get_running_loop()
+    stop_at = time.monotonic() + seconds
+    counter = [0]
+    protocols = []
+    for _ in range(connections):
+        _, protocol = await loop.create_connection(
+            lambda: _Pipelined(make_request, window, stop_at, counter), "127.0.0.1", port
+        )
+        protocols.append(protocol)
+    await asyncio.wait_for(asyncio.gather(*(p.done for p in protocols)), seconds + 30)
+    return counter[0]
+
+
+def _blaster_main(port: int, seconds: float, connections: int, window: int, worker: int) -> None:
+    import uvloop
+
+    uvloop.run(_blast(port, seconds, connections, window, worker))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--window", type=int, default=16, help="pipelined requests per connection")
+    args = parser.parse_args()
+    print(
+        f"machine: {os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}"
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        receiver = Child(
+            "receiver",
+            [
+                sys.executable,
+                "-m",
+                "receivers",
+                "--out",
+                str(workdir / "received"),
+                "--port",
+                "0",
+            ],
+            workdir / "receiver.log",
+        )
+        try:
+            port = receiver.wait_for("listening", 30)["port"]
+            stats_url = f"http://127.0.0.1:{port}/stats"
+            rx = psutil.Process(receiver.pid)
+            rss_before = rx.memory_info().rss
+            blaster = multiprocessing.get_context("spawn").Process(
+                target=_blaster_main, args=(port, args.seconds, args.connections, args.window, 0)
+            )
+            blaster.start()
+            bx = psutil.Process(blaster.pid)
+            rx.cpu_percent(None)
+            bx.cpu_percent(None)
+            # Measure the middle of the run: skip the first second (connections, warm-up).
+            time.sleep(1.0)
+            first = httpx.get(stats_url).json()
+            t_first = time.monotonic()
+            rx.cpu_percent(None)
+            bx.cpu_percent(None)
+            time.sleep(max(1.0, args.seconds - 2.0))
+            last = httpx.get(stats_url).json()
+            t_last = time.monotonic()
+            rx_cpu, bx_cpu = rx.cpu_percent(None), bx.cpu_percent(None)
+            rss_after = rx.memory_info().rss
+            blaster.join(args.seconds + 60)
+            final = httpx.get(stats_url).json()
+        finally:
+            receiver.stop()
+        on_disk = read_parts(workdir / "received", RECEIVED_FIELDS).num_rows
+
+    rate = (last["received"] - first["received"]) / (t_last - t_first)
+    kept_up = on_disk == final["received"] and final["malformed"] == 0
+    print(
+        f"blaster: 1 process, {args.connections} connections x {args.window} pipelined, "
+        f"{args.seconds:g} s; measured window {t_last - t_first:.1f} s"
+    )
+    print(
+        f"receiver accepted {rate:,.0f} events/s with recording on "
+        f"(CPU receiver {rx_cpu:.0f} %, blaster {bx_cpu:.0f} %)"
+    )
+    print(
+        f"accepted {final['received']:,} in total, {on_disk:,} on disk after stop: "
+        f"{'recording kept up' if kept_up else 'RECORDS MISSING'}"
+    )
+    print(
+        f"receiver RSS {rss_before / 2**20:.0f} MB before, {rss_after / 2**20:.0f} MB at the end "
+        f"of the measured window"
+    )
+    return 0 if kept_up else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

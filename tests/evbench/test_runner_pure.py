@@ -1,0 +1,65 @@
+import pytest
+
+from evbench.errors import EvbenchError
+from evbench.layout import new_sut_dir, next_run_id
+from evbench.progress import progress_line, step_line
+from evbench.runner import grace_verdict
+
+
+@pytest.mark.parametrize(
+    ("received", "expected", "since_change_s", "elapsed_s", "verdict"),
+    [
+        (100, 100, 0.0, 0.0, "all acked events received"),
+        (101, 100, 0.0, 0.0, "all acked events received"),  # foreign or duplicate extras
+        (90, 100, 1.0, 1.0, None),  # still arriving: keep waiting
+        (90, 100, 5.0, 7.0, "nothing new for 5 s"),
+        (90, 100, 0.1, 60.0, "cap of 60 s reached"),  # a trickle cannot hold the run forever
+        (0, 0, 0.0, 0.0, "all acked events received"),
+    ],
+)
+def test_grace_verdict(received, expected, since_change_s, elapsed_s, verdict):
+    assert grace_verdict(received, expected, since_change_s, elapsed_s, 5.0, 60.0) == verdict
+
+
+def test_run_ids_count_up_per_pace_and_never_overwrite(tmp_path):
+    assert next_run_id(tmp_path, "1k-2k") == "run-1"
+    new_sut_dir(tmp_path, "run-1", "1k-2k", "direct")
+    new_sut_dir(tmp_path, "run-7", "1k-2k", "direct")
+    new_sut_dir(tmp_path, "run-9", "1k-long", "direct")
+    assert next_run_id(tmp_path, "1k-2k") == "run-8"
+    with pytest.raises(EvbenchError, match="already exists"):
+        new_sut_dir(tmp_path, "run-1", "1k-2k", "direct")
+    with pytest.raises(EvbenchError, match="run id"):
+        new_sut_dir(tmp_path, "../up", "1k-2k", "direct")
+
+
+def test_lines_show_target_achieved_lag_failures_received():
+    step = {
+        "step": 3,
+        "target_rate_per_s": 1200,
+        "achieved_send_rate_per_s": 1188.0,
+        "lag_p99_ms": 0.95,
+        "failures": 2,
+        "inflight_cap_hits": 0,
+    }
+    line = step_line(step, 12, 35000)
+    for part in (
+        "step 3/12",
+        "1200/s",
+        "1188.0/s",
+        "99.00 %",
+        "0.95 ms",
+        "failures     2",
+        "received 35000",
+    ):
+        assert part in line
+    progress = {
+        "step": 0,
+        "target_rate_per_s": 100,
+        "window_sent": 99,
+        "lag_p99_ms": None,
+        "failures": 0,
+        "inflight": 1,
+    }
+    assert "warmup" in progress_line(progress, 12, None)
+    assert "received ?" in progress_line(progress, 12, None)
