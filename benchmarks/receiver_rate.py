@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -27,8 +25,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import machine_line
+from evbench.instruments import start_receiver
 from evbench.parquet import read_parts
-from evbench.procs import Child
 from evbench.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 
@@ -109,28 +108,14 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--window", type=int, default=16, help="pipelined requests per connection")
     args = parser.parse_args()
-    print(
-        f"machine: {os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}"
-    )
+    print(machine_line())
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        receiver = Child(
-            "receiver",
-            [
-                sys.executable,
-                "-m",
-                "receivers",
-                "--out",
-                str(workdir / "received"),
-                "--port",
-                "0",
-            ],
-            workdir / "receiver.log",
-        )
+        receiver, base_url = start_receiver(workdir / "received", workdir / "receiver.log")
         try:
-            port = receiver.wait_for("listening", 30)["port"]
-            stats_url = f"http://127.0.0.1:{port}/stats"
+            port = int(base_url.rsplit(":", 1)[1])
+            stats_url = f"{base_url}/stats"
             rx = psutil.Process(receiver.pid)
             rss_before = rx.memory_info().rss
             blaster = multiprocessing.get_context("spawn").Process(

@@ -14,19 +14,18 @@ The receiver shares the machine, so on 2 cores this is a floor for the sender, n
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import httpx
 import psutil
 import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import machine_line
+from evbench.instruments import start_receiver
 from evbench.parquet import read_parts
 from evbench.procs import Child
 from evbench.records import SENT_FIELDS
@@ -107,32 +106,16 @@ def main() -> int:
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
 
-    print(
-        f"machine: {os.cpu_count()} cores, {platform.machine()}, python {platform.python_version()}"
-    )
+    print(machine_line())
     print(
         f"one sender process, {args.payload_bytes}-byte events, {args.seconds} s per rate, "
         f"median of {args.repeats}\n"
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        receiver = Child(
-            "receiver",
-            [
-                sys.executable,
-                "-m",
-                "receivers",
-                "--out",
-                str(workdir / "received"),
-                "--port",
-                "0",
-            ],
-            workdir / "receiver.log",
-        )
+        receiver, base_url = start_receiver(workdir / "received", workdir / "receiver.log")
         try:
-            port = receiver.wait_for("listening", 30)["port"]
-            url = f"http://127.0.0.1:{port}/"
-            httpx.get(url + "healthz", timeout=5).raise_for_status()
+            url = base_url + "/"
             print(
                 f"{'target/s':>9} {'achieved/s':>11} {'%':>7} {'ok':>8} {'lag p50':>8} "
                 f"{'lag p99':>8} {'lag max':>8} {'RSS MB':>13}  verdict"

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from evbench.errors import EvbenchError
+from evbench.instruments import start_receiver
 from evbench.layout import SutDir, new_sut_dir, next_run_id
 from evbench.procs import Child
 from evbench.progress import progress_line, step_line
@@ -32,6 +33,7 @@ from evbench.samples import ProcessSampler
 from loadgen.pace import Pace, parse_warmup
 
 SUTS = ("direct",)
+_LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
 _VERSIONED = (
     "evbench",
     "locust",
@@ -131,20 +133,6 @@ def _receiver_stats(client: httpx.Client, base_url: str) -> dict | None:
         return None
 
 
-def _wait_ready(client: httpx.Client, base_url: str, receiver: Child, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not receiver.alive():
-            raise EvbenchError(f"receiver exited during start-up:\n{receiver.tail()}")
-        try:
-            if client.get(f"{base_url}/healthz").status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise EvbenchError(f"receiver not ready at {base_url}/healthz within {timeout_s:g} s")
-
-
 def _versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for name in _VERSIONED:
@@ -169,33 +157,17 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     )
 
     python = sys.executable
-    receiver = Child(
-        "receiver",
-        [
-            python,
-            "-m",
-            "receivers",
-            "--out",
-            str(sut_dir.received),
-            "--host",
-            opts.receiver_host,
-            "--port",
-            "0",
-            "--name",
-            "receiver",
-        ],
-        sut_dir.logs / "receiver.log",
-    )
     sampler = ProcessSampler(sut_dir.samples)
-    sampler.watch("receiver", receiver.pid)
     sampler.start()
     client = httpx.Client(timeout=2.0)
+    receiver: Child | None = None
     sender: Child | None = None
     grace: dict = {}
     try:
-        listening = receiver.wait_for("listening", timeout_s=30)
-        base_url = f"http://{opts.receiver_host}:{listening['port']}"
-        _wait_ready(client, base_url, receiver, timeout_s=30)
+        receiver, base_url = start_receiver(
+            sut_dir.received, sut_dir.logs / "receiver.log", opts.receiver_host
+        )
+        sampler.watch("receiver", receiver.pid)
 
         with _Interrupts(echo) as interrupts:
             sender = Child(
@@ -229,11 +201,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
             outcome.sender = _follow_sender(sender, opts, client, base_url, echo, live)
             sender.wait(timeout_s=30)
             grace = _wait_for_stragglers(
-                client,
-                base_url,
-                outcome.sender.get("ok", 0),
-                opts,
-                interrupted=interrupts.count > 0,
+                client, base_url, outcome.sender.get("ok", 0), opts, lambda: interrupts.count
             )
             outcome.status = (
                 "interrupted"
@@ -243,8 +211,16 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     finally:
         if sender is not None and sender.alive():
             sender.stop()
-        receiver.stop()
-        outcome.receiver = _final_receiver_stats(receiver)
+        if receiver is not None:
+            if not receiver.alive():
+                # Every delivery after its death would be counted lost: the run cannot stand.
+                outcome.status = "failed"
+                echo(
+                    f"receiver died during the run (exit {receiver.proc.returncode}):\n"
+                    f"{receiver.tail()}"
+                )
+            receiver.stop()
+            outcome.receiver = _final_receiver_stats(receiver)
         sampler.stop()
         client.close()
         _write_run_json(
@@ -264,6 +240,7 @@ def _follow_sender(
 ) -> dict:
     steps_total = len(opts.pace.steps)
     pending_live = False
+    progress_count = 0
     while True:
         try:
             doc = sender.next_line(timeout_s=opts.request_timeout_s + opts.drain_timeout_s + 60)
@@ -272,12 +249,18 @@ def _follow_sender(
         if doc is None:
             raise EvbenchError(f"sender exited without finishing:\n{sender.tail()}")
         kind = doc.get("event")
-        if kind == "progress" and live:
+        if kind == "progress":
+            progress_count += 1
+            if not live and progress_count % _LOG_PROGRESS_EVERY:
+                continue
             stats = _receiver_stats(client, base_url)
             line = progress_line(doc, steps_total, stats and stats["received"])
-            sys.stderr.write("\r\033[K" + line)
-            sys.stderr.flush()
-            pending_live = True
+            if live:  # one line rewritten in place
+                sys.stderr.write("\r\033[K" + line)
+                sys.stderr.flush()
+                pending_live = True
+            else:  # a log: a line every few seconds, so long steps still show progress
+                echo(line)
         elif kind == "step_end":
             if pending_live:
                 sys.stderr.write("\r\033[K")
@@ -293,17 +276,24 @@ def _follow_sender(
 
 
 def _wait_for_stragglers(
-    client: httpx.Client, base_url: str, expected: int, opts: RunOptions, interrupted: bool
+    client: httpx.Client,
+    base_url: str,
+    expected: int,
+    opts: RunOptions,
+    interrupts: Callable[[], int],
 ) -> dict:
-    grace_s = min(opts.grace_s, 1.0) if interrupted else opts.grace_s
     started = last_change = time.monotonic()
     stats = _receiver_stats(client, base_url) or {"received": 0}
     last = stats["received"]
     while True:
         now = time.monotonic()
+        # After a Ctrl-C the user wants out: a short grace; after a second one, none.
+        grace_s = opts.grace_s if not interrupts() else min(opts.grace_s, 1.0)
         reason = grace_verdict(
             last, expected, now - last_change, now - started, grace_s, opts.grace_cap_s
         )
+        if interrupts() >= 2:
+            reason = reason or "interrupted twice"
         if reason:
             return {
                 "waited_s": round(now - started, 3),

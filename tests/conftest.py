@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from evbench.instruments import start_receiver
 from evbench.procs import Child
 
 
@@ -40,23 +40,9 @@ class RunningReceiver:
 @pytest.fixture
 def receiver(tmp_path: Path) -> Iterator[RunningReceiver]:
     out = tmp_path / "received"
-    child = Child(
-        "receiver",
-        [sys.executable, "-m", "receivers", "--out", str(out), "--port", "0", "--name", "rx"],
-        tmp_path / "receiver.log",
-    )
+    child, url = start_receiver(out, tmp_path / "receiver.log", name="rx")
     try:
-        listening = child.wait_for("listening", timeout_s=30)
-        url = f"http://127.0.0.1:{listening['port']}"
-        wait_until(lambda: _healthy(url), 10, "receiver /healthz")
-        yield RunningReceiver(child, url, out, listening["port"])
+        yield RunningReceiver(child, url, out, int(url.rsplit(":", 1)[1]))
     finally:
         if child.alive():
             child.stop()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False

@@ -108,3 +108,43 @@ def test_existing_run_is_never_overwritten(tmp_path):
     proc = _evbench("run", "--pace", PACE, "--runs-dir", str(tmp_path), "--run-id", "same")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "already exists" in err
+
+
+def test_receiver_killed_mid_run_fails_the_run_and_keeps_its_records(tmp_path):
+    import psutil
+
+    proc = _evbench(
+        "run",
+        "--pace",
+        "200:30",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "kill",
+        "--drain-timeout",
+        "1",
+        "--grace",
+        "0.5",
+    )
+    sut_dir = tmp_path / "kill-200x30" / "direct"
+    wait_until(lambda: len(part_files(sut_dir / "received")) >= 2, 60, "received records on disk")
+    receiver = next(
+        c for c in psutil.Process(proc.pid).children() if "receivers" in " ".join(c.cmdline())
+    )
+    receiver.kill()  # by pid
+    # the sender keeps its pace against the dead port; stop it early rather than wait 30 s
+    wait_until(
+        lambda: not receiver.is_running() or receiver.status() == psutil.STATUS_ZOMBIE,
+        10,
+        "the receiver to die",
+    )
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "receiver died" in err
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert run["status"] == "failed"
+    received = read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
+    assert len(received) >= 200  # at least the parts seen on disk before the kill
+    assert {r["event_id"] for r in received} <= {r["event_id"] for r in sent}

@@ -145,3 +145,22 @@ def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     child = Child("sender", [sys.executable, "-m", "loadgen", *argv], tmp_path / "s.log")
     assert child.wait(30) == 2
     assert message in child.log_path.read_text()
+
+
+def test_warmup_is_sent_first_and_marked(tmp_path, receiver):
+    child = _sender(tmp_path, receiver.url + "/", "100:1", "--warmup", "1s@50")
+    done = _done(child)
+    assert child.wait(10) == 0
+    rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
+    warm = [r for r in rows if r["warmup"]]
+    assert len(warm) == 50 and {r["step"] for r in warm} == {0}
+    assert {r["target_rate_per_s"] for r in warm} == {50}
+    measured = [r for r in rows if not r["warmup"]]
+    assert len(measured) == 100 and {r["step"] for r in measured} == {1}
+    assert max(r["intended_ns"] for r in warm) < min(r["intended_ns"] for r in measured)
+    assert [s["step"] for s in done["steps"]] == [0, 1]
+    receiver.child.stop()
+    delivered = read_parts(receiver.out, RECEIVED_FIELDS).to_pylist()
+    types = {r["event_id"]: r["ce_type"] for r in delivered}
+    assert {types[r["event_id"]] for r in warm} == {"dev.evbench.warmup"}
+    assert {types[r["event_id"]] for r in measured} == {"dev.evbench.measure"}
