@@ -20,6 +20,9 @@ class Field:
     type: FieldType
     nullable: bool
     doc: str
+    # A storage hint: few distinct values, so Parquet dictionary-encodes the column. Encoding
+    # unique columns (ids, timestamps) that way only costs time before falling back.
+    low_cardinality: bool = False
 
 
 SENT_FIELDS: tuple[Field, ...] = (
@@ -30,32 +33,56 @@ SENT_FIELDS: tuple[Field, ...] = (
         "run-unique id; travels as ce-id, ce-evbenchid and in the payload",
     ),
     Field("seq", "int64", False, "slot number in the whole schedule (warmup slots included)"),
-    Field("step", "int32", False, "1-based pace step; 0 = warmup"),
-    Field("warmup", "bool", False, "true for warmup events, which no metric counts"),
-    Field("target_rate_per_s", "int32", False, "the step's pace"),
+    Field("step", "int32", False, "1-based pace step; 0 = warmup", low_cardinality=True),
+    Field(
+        "warmup",
+        "bool",
+        False,
+        "true for warmup events, which no metric counts",
+        low_cardinality=True,
+    ),
+    Field("target_rate_per_s", "int32", False, "the step's pace", low_cardinality=True),
     Field("intended_ns", "int64", False, "the schedule slot: when the event should have been sent"),
     Field("sent_ns", "int64", True, "request start; null when never sent (in-flight cap, stop)"),
     Field("ack_ns", "int64", True, "response or produce ack; null when none arrived"),
-    Field("status", "int32", False, "HTTP status; 0 = transport error or no response"),
-    Field("error", "string", True, "error text, null on success"),
-    Field("worker", "int32", False, "sender worker index (a pace can be split across workers)"),
-    Field("payload_bytes", "int32", False, "payload size as sent"),
+    Field(
+        "status",
+        "int32",
+        False,
+        "HTTP status; 0 = transport error or no response",
+        low_cardinality=True,
+    ),
+    Field("error", "string", True, "error text, null on success", low_cardinality=True),
+    Field(
+        "worker",
+        "int32",
+        False,
+        "sender worker index (a pace can be split across workers)",
+        low_cardinality=True,
+    ),
+    Field("payload_bytes", "int32", False, "payload size as sent", low_cardinality=True),
 )
 
 RECEIVED_FIELDS: tuple[Field, ...] = (
     Field("event_id", "string", False, "ce-evbenchid, else the id in the payload, else ce-id"),
     Field("received_ns", "int64", False, "stamped when the request's first bytes were read"),
-    Field("receiver", "string", False, "name of the receiver that got it"),
-    Field("payload_bytes", "int32", False, "request body size"),
+    Field("receiver", "string", False, "name of the receiver that got it", low_cardinality=True),
+    Field("payload_bytes", "int32", False, "request body size", low_cardinality=True),
     Field("ce_id", "string", True, "ce-id as delivered (intermediaries may rewrite it)"),
-    Field("ce_type", "string", True, "ce-type as delivered"),
-    Field("ce_source", "string", True, "ce-source as delivered"),
+    Field("ce_type", "string", True, "ce-type as delivered", low_cardinality=True),
+    Field("ce_source", "string", True, "ce-source as delivered", low_cardinality=True),
 )
 
 PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("t_ns", "int64", False, "when the sample was taken"),
-    Field("process", "string", False, "role in the run: sender, receiver, or a SUT process"),
-    Field("pid", "int32", False, "process id"),
+    Field(
+        "process",
+        "string",
+        False,
+        "role in the run: sender, receiver, or a SUT process",
+        low_cardinality=True,
+    ),
+    Field("pid", "int32", False, "process id", low_cardinality=True),
     Field("rss_bytes", "int64", False, "resident set size"),
     Field("cpu_percent", "float64", False, "CPU since the previous sample; 100 = one core"),
 )

@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="without --start-at-ns, start this long after launch (default 0.5)",
     )
+    parser.add_argument(
+        "--flush-interval", type=float, default=1.0, metavar="S",
+        help="seconds between record flushes (default 1.0)",
+    )
     parser.add_argument("--worker", type=int, default=0, help="this worker's index (default 0)")
     parser.add_argument(
         "--workers", type=int, default=1, help="workers sharing the pace (default 1)"
@@ -138,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         max_inflight=max_inflight,
         drain_timeout_s=args.drain_timeout,
+        flush_interval_s=args.flush_interval,
         emit=_emit,
     )
     for sig in (signal.SIGINT, signal.SIGTERM):

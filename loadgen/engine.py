@@ -21,7 +21,7 @@ from typing import Protocol
 import gevent
 import gevent.event
 
-from evbench.parquet import PartWriter
+from evbench.parquet import PartWriter, slices
 from loadgen.payload import PayloadBuilder, event_id
 from loadgen.schedule import NS_PER_S, PlannedStep, step_slots
 from loadgen.stats import achieved_rate_per_s, percentile
@@ -338,8 +338,11 @@ class Engine:
         if not rows:
             return
         try:
-            # pyarrow releases the GIL while encoding, so a native thread keeps the pacer on time.
-            gevent.get_hub().threadpool.apply(self.writer.write, (rows,))
+            batches = []
+            for part in slices(rows):
+                batches.append(self.writer.batch(part))
+                gevent.sleep(0)  # due slots go out between slices
+            gevent.get_hub().threadpool.apply(self.writer.write_batches, (batches,))
         except Exception as exc:
             self.flush_errors += 1
             self.writer.rows[:0] = rows

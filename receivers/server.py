@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httptools
 
-from evbench.parquet import PartWriter
+from evbench.parquet import PartWriter, slices
 from evbench.records import EVENT_ID_HEADER, PAYLOAD_ID_PREFIX, RECEIVED_FIELDS
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
@@ -281,17 +281,32 @@ class Receiver:
         rows = self.writer.take()
         if not rows:
             return
-        self._writing = asyncio.get_running_loop().run_in_executor(None, self.writer.write, rows)
+        try:
+            batches = []
+            for part in slices(rows):
+                batches.append(self.writer.batch(part))
+                await asyncio.sleep(0)  # arrivals are read (and stamped) between slices
+        except asyncio.CancelledError:
+            self.writer.rows[:0] = rows  # shutting down: close() writes them
+            raise
+        except Exception as exc:
+            self._write_failed(rows, exc)
+            return
+        loop = asyncio.get_running_loop()
+        self._writing = loop.run_in_executor(None, self.writer.write_batches, batches)
         try:
             # Shielded: cancelling the flusher at shutdown must not abandon rows mid-write.
             await asyncio.shield(self._writing)
         except Exception as exc:
-            # Keep the rows for the next tick rather than lose them (disk full, say).
-            self.stats.write_errors += 1
-            self.writer.rows[:0] = rows
-            print(f"receiver: writing records failed, will retry: {exc}", file=sys.stderr)
+            self._write_failed(rows, exc)
         self.stats.rows_written = self.writer.rows_written
         self.stats.parts_written = self.writer.parts_written
+
+    def _write_failed(self, rows: list[tuple], exc: Exception) -> None:
+        # Keep the rows for the next tick rather than lose them (disk full, say).
+        self.stats.write_errors += 1
+        self.writer.rows[:0] = rows
+        print(f"receiver: writing records failed, will retry: {exc}", file=sys.stderr)
 
     async def close(self) -> None:
         if self._server is not None:
