@@ -69,9 +69,7 @@ class PartWriter:
         self._encode(pa.Table.from_batches([batch], schema=self.schema), pa.BufferOutputStream())
 
     def _encode(self, table: pa.Table, where: object) -> None:
-        pq.write_table(
-            table, where, compression="snappy", use_dictionary=self._dictionary_columns
-        )
+        pq.write_table(table, where, compression="snappy", use_dictionary=self._dictionary_columns)
 
     def append(self, row: tuple) -> None:
         self.rows.append(row)

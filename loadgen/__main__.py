@@ -86,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="without --start-at-ns, start this long after launch (default 0.5)",
     )
     parser.add_argument(
-        "--flush-interval", type=float, default=1.0, metavar="S",
+        "--flush-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
         help="seconds between record flushes (default 1.0)",
     )
     parser.add_argument("--worker", type=int, default=0, help="this worker's index (default 0)")
