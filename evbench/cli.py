@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("evbench: interrupted", file=sys.stderr)
+        return 130
     return 2
 
 

@@ -105,6 +105,7 @@ class _Interrupts:
         self.echo = echo
         self.count = 0
         self.sender: Child | None = None
+        self.cleaning_up = False
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> _Interrupts:
@@ -118,12 +119,15 @@ class _Interrupts:
 
     def _handle(self, signum: int, frame: object) -> None:
         self.count += 1
+        if self.sender is None:
+            if not self.cleaning_up:
+                raise KeyboardInterrupt  # nothing to stop gracefully yet: unwind and clean up
+            return
         if self.count == 1:
             self.echo("interrupted: stopping the sender; every record written so far is kept")
         else:
             self.echo("interrupted again: not waiting for in-flight answers")
-        if self.sender is not None:
-            self.sender.signal(signal.SIGINT)
+        self.sender.signal(signal.SIGINT)
 
 
 def _receiver_stats(client: httpx.Client, base_url: str) -> dict | None:
@@ -156,45 +160,20 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
         f"{opts.pace.events} events over {opts.pace.duration_s} s -> {sut_dir.root}"
     )
 
-    python = sys.executable
     sampler = ProcessSampler(sut_dir.samples)
     sampler.start()
     client = httpx.Client(timeout=2.0)
     receiver: Child | None = None
     sender: Child | None = None
     grace: dict = {}
-    try:
-        receiver, base_url = start_receiver(
-            sut_dir.received, sut_dir.logs / "receiver.log", opts.receiver_host
-        )
-        sampler.watch("receiver", receiver.pid)
-
-        with _Interrupts(echo) as interrupts:
+    with _Interrupts(echo) as interrupts:
+        try:
+            receiver, base_url = start_receiver(
+                sut_dir.received, sut_dir.logs / "receiver.log", opts.receiver_host
+            )
+            sampler.watch("receiver", receiver.pid)
             sender = Child(
-                "sender",
-                [
-                    python,
-                    "-m",
-                    "loadgen",
-                    "--target",
-                    f"{base_url}/",
-                    "--pace",
-                    opts.pace.spec,
-                    "--out",
-                    str(sut_dir.sent),
-                    "--payload-bytes",
-                    str(opts.payload_bytes),
-                    "--step-gap",
-                    str(opts.step_gap_s),
-                    "--max-inflight",
-                    str(opts.max_inflight),
-                    "--request-timeout",
-                    str(opts.request_timeout_s),
-                    "--drain-timeout",
-                    str(opts.drain_timeout_s),
-                    *(["--warmup", opts.warmup] if opts.warmup else []),
-                ],
-                sut_dir.logs / "sender.log",
+                "sender", _sender_argv(opts, sut_dir, base_url), sut_dir.logs / "sender.log"
             )
             interrupts.sender = sender
             sampler.watch("sender", sender.pid)
@@ -203,31 +182,44 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
             grace = _wait_for_stragglers(
                 client, base_url, outcome.sender.get("ok", 0), opts, lambda: interrupts.count
             )
-            outcome.status = (
-                "interrupted"
-                if (interrupts.count or outcome.sender.get("interrupted"))
-                else "completed"
+            stopped_early = interrupts.count or outcome.sender.get("interrupted")
+            outcome.status = "interrupted" if stopped_early else "completed"
+        finally:
+            interrupts.cleaning_up = True
+            if sender is not None and sender.alive():
+                sender.stop()
+            if receiver is not None:
+                if not receiver.alive():
+                    # Every delivery after its death would count as lost: the run cannot stand.
+                    outcome.status = "failed"
+                    echo(
+                        f"receiver died during the run (exit {receiver.proc.returncode}):\n"
+                        f"{receiver.tail()}"
+                    )
+                receiver.stop()
+                outcome.receiver = _final_receiver_stats(receiver)
+            sampler.stop()
+            client.close()
+            _write_run_json(
+                sut_dir, opts, run_id, warmup is not None, started_ns, outcome, grace, sampler
             )
-    finally:
-        if sender is not None and sender.alive():
-            sender.stop()
-        if receiver is not None:
-            if not receiver.alive():
-                # Every delivery after its death would be counted lost: the run cannot stand.
-                outcome.status = "failed"
-                echo(
-                    f"receiver died during the run (exit {receiver.proc.returncode}):\n"
-                    f"{receiver.tail()}"
-                )
-            receiver.stop()
-            outcome.receiver = _final_receiver_stats(receiver)
-        sampler.stop()
-        client.close()
-        _write_run_json(
-            sut_dir, opts, run_id, warmup is not None, started_ns, outcome, grace, sampler
-        )
     _echo_summary(outcome, echo)
     return outcome
+
+
+def _sender_argv(opts: RunOptions, sut_dir: SutDir, base_url: str) -> list[str]:
+    return [
+        sys.executable, "-m", "loadgen",
+        "--target", f"{base_url}/",
+        "--pace", opts.pace.spec,
+        "--out", str(sut_dir.sent),
+        "--payload-bytes", str(opts.payload_bytes),
+        "--step-gap", str(opts.step_gap_s),
+        "--max-inflight", str(opts.max_inflight),
+        "--request-timeout", str(opts.request_timeout_s),
+        "--drain-timeout", str(opts.drain_timeout_s),
+        *(["--warmup", opts.warmup] if opts.warmup else []),
+    ]  # fmt: skip
 
 
 def _follow_sender(
