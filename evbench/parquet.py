@@ -122,19 +122,32 @@ def part_files(directory: Path) -> list[Path]:
     return sorted(p for p in Path(directory).glob("*.parquet") if not p.name.startswith("."))
 
 
+def check_parts(directory: Path, fields: Sequence[Field]) -> list[Path]:
+    """The part files of one record directory, each checked from its footer alone: a truncated
+    file or a missing column raises an error that names the file."""
+    paths = part_files(directory)
+    wanted = [f.name for f in fields]
+    for path in paths:
+        try:
+            names = pq.read_schema(path).names
+        except (pa.ArrowException, OSError) as exc:
+            raise RecordFileError(f"{path}: unreadable Parquet file ({exc})") from exc
+        missing = [name for name in wanted if name not in names]
+        if missing:
+            raise RecordFileError(f"{path}: missing columns {', '.join(missing)}")
+    return paths
+
+
 def read_parts(directory: Path, fields: Sequence[Field]) -> pa.Table:
     """Read every part file of one record directory; a bad file is named in the error."""
     schema = arrow_schema(fields)
     tables = []
-    for path in part_files(directory):
+    for path in check_parts(directory, fields):
         try:
-            table = pq.read_table(path)
+            table = pq.read_table(path, columns=schema.names)
         except (pa.ArrowException, OSError) as exc:
             raise RecordFileError(f"{path}: unreadable Parquet file ({exc})") from exc
-        missing = [name for name in schema.names if name not in table.column_names]
-        if missing:
-            raise RecordFileError(f"{path}: missing columns {', '.join(missing)}")
-        tables.append(table.select(schema.names).cast(schema))
+        tables.append(table.cast(schema))
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)

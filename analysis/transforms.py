@@ -1,0 +1,170 @@
+"""DataFrame -> DataFrame transforms (DESIGN §4 definitions). Each one is small and tested on a
+hand-written frame; `analysis.job` chains them.
+
+Vocabulary: an *event* is one sent row (one schedule slot); a *delivery* is one received row.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+
+# Latency metrics: name -> (end column, start column). Each is only defined where both exist and,
+# for publish latencies, the answer was a 2xx.
+LATENCIES_NS = {
+    "publish": ("ack_ns", "sent_ns"),
+    "publish_corrected": ("ack_ns", "intended_ns"),
+    "e2e": ("received_ns", "intended_ns"),
+    "e2e_uncorrected": ("received_ns", "sent_ns"),
+    "sender_lag": ("sent_ns", "intended_ns"),
+}
+
+
+def _ok(status: Column) -> Column:
+    return (status >= 200) & (status < 300)
+
+
+def measured(sent: DataFrame) -> DataFrame:
+    """Drop warmup events: they are recorded, never counted."""
+    return sent.where(~F.col("warmup"))
+
+
+def trimmed(sent: DataFrame, start_ns: int, trim_s: float) -> DataFrame:
+    """Drop events intended in the first `trim_s` seconds after `start_ns` (sanitized figures)."""
+    if trim_s <= 0:
+        return sent
+    return sent.where(F.col("intended_ns") >= F.lit(start_ns + int(trim_s * NS_PER_S)))
+
+
+def first_deliveries(received: DataFrame) -> DataFrame:
+    """One row per delivered event id: the first arrival counts, later ones are duplicates."""
+    return received.groupBy("event_id").agg(
+        F.min("received_ns").alias("received_ns"),
+        F.count(F.lit(1)).alias("deliveries"),
+    )
+
+
+def join_deliveries(sent: DataFrame, deliveries: DataFrame) -> DataFrame:
+    """Every sent event with its first delivery (null when none) and its number of deliveries."""
+    return sent.join(deliveries, on="event_id", how="left").withColumn(
+        "deliveries", F.coalesce(F.col("deliveries"), F.lit(0))
+    )
+
+
+def with_outcomes(events: DataFrame) -> DataFrame:
+    """ok = 2xx answer; send_failure = not ok; lost = ok but never received; duplicates."""
+    ok = _ok(F.col("status"))
+    return (
+        events.withColumn("ok", ok)
+        .withColumn("send_failure", ~ok)
+        .withColumn("delivered", F.col("received_ns").isNotNull())
+        .withColumn("lost", ok & F.col("received_ns").isNull())
+        .withColumn("duplicates", F.greatest(F.col("deliveries") - 1, F.lit(0)))
+    )
+
+
+def with_latencies(events: DataFrame) -> DataFrame:
+    """Latency columns in ms (`<name>_ms`). Publish latencies only for 2xx answers; end-to-end
+    only for delivered events; sender lag for every event that was sent."""
+    out = events
+    for name, (end, start) in LATENCIES_NS.items():
+        value = (F.col(end) - F.col(start)) / F.lit(float(NS_PER_MS))
+        if name.startswith("publish"):
+            value = F.when(_ok(F.col("status")), value)
+        out = out.withColumn(f"{name}_ms", value)
+    return out
+
+
+def foreign(received: DataFrame, sent: DataFrame) -> DataFrame:
+    """Deliveries of ids this run never sent (warmup included as sent)."""
+    return received.join(sent.select("event_id"), on="event_id", how="left_anti")
+
+
+def with_second(df: DataFrame, time_col: str, start_ns: int, name: str = "second") -> DataFrame:
+    """Whole seconds since the schedule start, by `time_col`."""
+    return df.withColumn(
+        name, F.floor((F.col(time_col) - F.lit(start_ns)) / F.lit(NS_PER_S)).cast("long")
+    )
+
+
+def per_second(events: DataFrame, start_ns: int) -> DataFrame:
+    """The throughput series, one row per second since the schedule start.
+
+    Sends count by `sent_ns`, failures and losses by `intended_ns` (when the event was due), and
+    deliveries by `received_ns`, as in DESIGN §4. Quiet seconds inside the run are zero rows.
+    """
+    by_intent = (
+        with_second(events, "intended_ns", start_ns)
+        .groupBy("second")
+        .agg(
+            F.count(F.lit(1)).alias("scheduled"),
+            F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
+            F.sum(F.col("lost").cast("long")).alias("lost"),
+            F.max("target_rate_per_s").alias("target_rate_per_s"),
+            F.max("step").alias("step"),
+        )
+    )
+    by_send = (
+        with_second(events.where(F.col("sent_ns").isNotNull()), "sent_ns", start_ns)
+        .groupBy("second")
+        .agg(F.count(F.lit(1)).alias("sent"), F.sum(F.col("ok").cast("long")).alias("acked"))
+    )
+    by_delivery = (
+        with_second(events.where(F.col("delivered")), "received_ns", start_ns)
+        .groupBy("second")
+        .agg(F.count(F.lit(1)).alias("delivered"))
+    )
+    counts = ["scheduled", "send_failures", "lost", "sent", "acked", "delivered"]
+    joined = by_intent.join(by_send, "second", "full").join(by_delivery, "second", "full")
+    # Every second from first to last, so a second in which nothing happened shows as zero
+    # instead of vanishing between its neighbours (DESIGN §4: never hide oscillation).
+    grid = joined.agg(F.min("second").alias("lo"), F.max("second").alias("hi")).select(
+        F.explode(F.sequence("lo", "hi")).alias("second")
+    )
+    return (
+        grid.join(joined, "second", "left")
+        .fillna(0, subset=counts)
+        .withColumn("t_ns", F.col("second") * F.lit(NS_PER_S) + F.lit(start_ns))
+        .select("second", "t_ns", "step", "target_rate_per_s", *counts)
+    )
+
+
+def latency_values(events: DataFrame, start_ns: int) -> DataFrame:
+    """Long format for the digests: (metric, step, second, value_ms), seconds by intent."""
+    with_sec = with_second(events, "intended_ns", start_ns)
+    parts = [
+        with_sec.select(
+            F.lit(name).alias("metric"), "step", "second", F.col(f"{name}_ms").alias("value_ms")
+        ).where(F.col("value_ms").isNotNull())
+        for name in LATENCIES_NS
+    ]
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part)
+    return out
+
+
+def step_totals(events: DataFrame) -> DataFrame:
+    """Per-step counts and the sender's achieved rate (as `loadgen.stats.achieved_rate_per_s`)."""
+    return (
+        events.groupBy("step")
+        .agg(
+            F.max("target_rate_per_s").alias("target_rate_per_s"),
+            F.count(F.lit(1)).alias("scheduled"),
+            F.count("sent_ns").alias("sent"),
+            F.sum(F.col("ok").cast("long")).alias("acked"),
+            F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
+            F.sum(F.col("lost").cast("long")).alias("lost"),
+            F.sum(F.col("delivered").cast("long")).alias("delivered"),
+            F.sum("duplicates").alias("duplicates"),
+            F.min("intended_ns").alias("start_ns"),
+            F.max("intended_ns").alias("last_intended_ns"),
+            F.max("sent_ns").alias("last_sent_ns"),
+            F.min("received_ns").alias("first_received_ns"),
+            F.max("received_ns").alias("last_received_ns"),
+        )
+        .orderBy("step")
+    )

@@ -1,0 +1,151 @@
+"""Transforms on a tiny hand-written run where every figure is known."""
+
+import pytest
+
+from analysis.schemas import spark_schema
+from analysis.transforms import (
+    first_deliveries,
+    foreign,
+    join_deliveries,
+    latency_values,
+    measured,
+    per_second,
+    step_totals,
+    trimmed,
+    with_latencies,
+    with_outcomes,
+)
+from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+
+S = 1_000_000_000
+MS = 1_000_000
+T0 = 1_700_000_000 * S  # schedule start
+
+
+def sent_row(eid, seq, step, intended_ms, sent_ms, ack_ms, status, warmup=False, rate=2):
+    def at(ms):
+        return None if ms is None else T0 + ms * MS
+
+    error = None if 200 <= status < 300 else "boom"
+    return (
+        eid,
+        seq,
+        step,
+        warmup,
+        rate,
+        at(intended_ms),
+        at(sent_ms),
+        at(ack_ms),
+        status,
+        error,
+        0,
+        8192,
+    )
+
+
+SENT = [
+    sent_row("w", 0, 0, -2000, -2000, -1990, 202, warmup=True),
+    sent_row("a", 1, 1, 0, 1, 11, 202),  # delivered once
+    sent_row("b", 2, 1, 500, 502, 520, 202),  # delivered twice
+    sent_row("c", 3, 1, 1000, 1001, 1005, 202),  # acked, never received: lost
+    sent_row("d", 4, 1, 1500, 1500, 1530, 503),  # refused, delivered anyway
+    sent_row("e", 5, 2, 3000, 3002, None, 0),  # transport error
+    sent_row("f", 6, 2, 3500, None, None, 0),  # never sent (in-flight cap)
+]
+RECEIVED = [
+    ("w", T0 - 1985 * MS, "rx", 8192, "w", "t", "s"),
+    ("a", T0 + 20 * MS, "rx", 8192, "a", "t", "s"),
+    ("b", T0 + 540 * MS, "rx", 8192, "b", "t", "s"),
+    ("b", T0 + 2100 * MS, "rx", 8192, "b", "t", "s"),  # duplicate, later
+    ("d", T0 + 1600 * MS, "rx", 8192, "d", "t", "s"),
+    ("zz", T0 + 700 * MS, "rx", 10, "zz", "t", "s"),  # foreign
+]
+
+
+@pytest.fixture(scope="module")
+def frames(spark):
+    sent = spark.createDataFrame(SENT, spark_schema(SENT_FIELDS))
+    received = spark.createDataFrame(RECEIVED, spark_schema(RECEIVED_FIELDS))
+    events = with_latencies(
+        with_outcomes(join_deliveries(measured(sent), first_deliveries(received)))
+    )
+    return sent, received, events
+
+
+def _by_id(df):
+    return {row["event_id"]: row.asDict() for row in df.collect()}
+
+
+def test_outcomes(frames):
+    _, _, events = frames
+    rows = _by_id(events)
+    assert sorted(rows) == ["a", "b", "c", "d", "e", "f"]  # warmup dropped
+    assert [k for k, r in sorted(rows.items()) if r["lost"]] == ["c"]
+    assert [k for k, r in sorted(rows.items()) if r["send_failure"]] == ["d", "e", "f"]
+    assert rows["b"]["deliveries"] == 2 and rows["b"]["duplicates"] == 1
+    assert rows["b"]["received_ns"] == T0 + 540 * MS  # first delivery wins
+    assert rows["d"]["delivered"] and not rows["d"]["lost"]  # a failure is never "lost"
+
+
+def test_latencies(frames):
+    _, _, events = frames
+    rows = _by_id(events)
+    a, b, d, e, f = rows["a"], rows["b"], rows["d"], rows["e"], rows["f"]
+    assert (a["publish_ms"], a["publish_corrected_ms"]) == (10.0, 11.0)
+    assert (a["e2e_ms"], a["e2e_uncorrected_ms"], a["sender_lag_ms"]) == (20.0, 19.0, 1.0)
+    assert (b["e2e_ms"], b["sender_lag_ms"]) == (40.0, 2.0)
+    assert d["publish_ms"] is None and d["e2e_ms"] == 100.0  # refused: no publish latency
+    assert e["publish_ms"] is None and e["e2e_ms"] is None and e["sender_lag_ms"] == 2.0
+    assert f["sender_lag_ms"] is None
+
+
+def test_foreign_counts_only_ids_never_sent(frames):
+    sent, received, _ = frames
+    assert [r["event_id"] for r in foreign(received, sent).collect()] == ["zz"]
+
+
+def test_per_second_series(frames):
+    _, _, events = frames
+    rows = {r["second"]: r.asDict() for r in per_second(events, T0).collect()}
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert (rows[0]["scheduled"], rows[0]["sent"], rows[0]["acked"], rows[0]["delivered"]) == (
+        2,
+        2,
+        2,
+        2,
+    )
+    assert (rows[1]["scheduled"], rows[1]["lost"], rows[1]["send_failures"]) == (2, 1, 1)
+    assert rows[1]["delivered"] == 1  # d arrived at 1.6 s; b's duplicate is not a delivery
+    assert rows[2]["scheduled"] == 0 and rows[2]["delivered"] == 0  # quiet second, kept by join
+    assert (rows[3]["scheduled"], rows[3]["sent"], rows[3]["send_failures"]) == (2, 1, 2)
+    assert rows[3]["t_ns"] == T0 + 3 * S
+
+
+def test_latency_values_long_format(frames):
+    _, _, events = frames
+    values = latency_values(events, T0).collect()
+    by_metric = {}
+    for row in values:
+        by_metric.setdefault(row["metric"], []).append(row["value_ms"])
+    assert sorted(by_metric["publish"]) == [4.0, 10.0, 18.0]
+    assert sorted(by_metric["e2e"]) == [20.0, 40.0, 100.0]
+    assert len(by_metric["sender_lag"]) == 5
+
+
+def test_step_totals(frames):
+    _, _, events = frames
+    rows = {r["step"]: r.asDict() for r in step_totals(events).collect()}
+    assert (rows[1]["scheduled"], rows[1]["acked"], rows[1]["lost"], rows[1]["duplicates"]) == (
+        4,
+        3,
+        1,
+        1,
+    )
+    assert (rows[2]["scheduled"], rows[2]["sent"], rows[2]["send_failures"]) == (2, 1, 2)
+
+
+def test_trim_drops_the_leading_window(frames):
+    sent, _, _ = frames
+    kept = [r["event_id"] for r in trimmed(measured(sent), T0, 1.0).collect()]
+    assert sorted(kept) == ["c", "d", "e", "f"]
+    assert trimmed(sent, T0, 0).count() == len(SENT)
