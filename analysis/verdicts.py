@@ -1,0 +1,132 @@
+"""The breaking-point rule (DESIGN §4), in one place, pure and table-tested.
+
+A step is judged in this order:
+1. *sender-limited*: the sender did not keep the pace (achieved rate of handled slots below
+   `min_sender_ratio` of the target, or lag p99 above `max_sender_lag_p99_ms`). Inconclusive:
+   never a break of the system under test.
+2. *insufficient-data*: fewer than `min_events` events. Inconclusive.
+3. *breaks* when any of: send failures above `max_send_failure_ratio` of scheduled events; lost
+   above `max_lost_ratio` of acked events; delivered rate below `min_delivered_ratio` of the
+   target; end-to-end latency rising through the step by more than
+   max(`latency_rise_min_ms`, `latency_rise_ratio` x the step's median) (a positive slope that
+   does not flatten: a queue growing without bound).
+4. otherwise *holds*.
+
+Breaking point = the lowest-rate step that breaks on its own. A breaking step that follows a
+breaking step of equal or higher rate, with no holding step between, inherits that overload (a
+cool-down step draining a backlog) and is not a candidate. Max sustainable rate = the highest
+rate of a holding step below the breaking point (or of all holding steps if nothing broke).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+HOLDS = "holds"
+BREAKS = "breaks"
+SENDER_LIMITED = "sender-limited"
+INSUFFICIENT = "insufficient-data"
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_send_failure_ratio: float = 0.001
+    max_lost_ratio: float = 0.001
+    min_delivered_ratio: float = 0.98
+    latency_rise_min_ms: float = 20.0
+    latency_rise_ratio: float = 0.5
+    min_sender_ratio: float = 0.99
+    max_sender_lag_p99_ms: float = 10.0
+    min_events: int = 100
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    step: int
+    target_rate_per_s: int
+    scheduled: int
+    acked: int
+    send_failures: int
+    lost: int
+    sender_ratio: float  # handled slots per second / target
+    sender_lag_p99_ms: float | None
+    delivered_rate_per_s: float
+    e2e_median_ms: float | None
+    e2e_rise_ms: float | None  # fitted slope x step duration
+
+
+@dataclass(frozen=True)
+class Verdict:
+    step: int
+    target_rate_per_s: int
+    verdict: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+
+def judge(fig: StepFigures, t: Thresholds) -> Verdict:
+    def verdict(kind: str, *reasons: str) -> Verdict:
+        return Verdict(fig.step, fig.target_rate_per_s, kind, reasons)
+
+    limited = []
+    if fig.sender_ratio < t.min_sender_ratio:
+        limited.append(f"sender achieved {fig.sender_ratio:.1%} of the pace")
+    if fig.sender_lag_p99_ms is not None and fig.sender_lag_p99_ms > t.max_sender_lag_p99_ms:
+        limited.append(f"sender lag p99 {fig.sender_lag_p99_ms:.1f} ms")
+    if limited:
+        return verdict(SENDER_LIMITED, *limited)
+    if fig.scheduled < t.min_events:
+        return verdict(INSUFFICIENT, f"{fig.scheduled} events < {t.min_events}")
+
+    broken = []
+    if fig.send_failures > t.max_send_failure_ratio * fig.scheduled:
+        broken.append(f"{fig.send_failures} send failures of {fig.scheduled}")
+    if fig.lost > t.max_lost_ratio * max(fig.acked, 1):
+        broken.append(f"{fig.lost} lost of {fig.acked} acked")
+    if fig.delivered_rate_per_s < t.min_delivered_ratio * fig.target_rate_per_s:
+        broken.append(f"delivered {fig.delivered_rate_per_s:.0f}/s of {fig.target_rate_per_s}/s")
+    if fig.e2e_rise_ms is not None and fig.e2e_median_ms is not None:
+        allowed = max(t.latency_rise_min_ms, t.latency_rise_ratio * fig.e2e_median_ms)
+        if fig.e2e_rise_ms > allowed:
+            broken.append(f"e2e latency rose {fig.e2e_rise_ms:.0f} ms through the step")
+    return verdict(BREAKS, *broken) if broken else verdict(HOLDS)
+
+
+def breaking_point(verdicts: Sequence[Verdict]) -> tuple[int | None, int | None]:
+    """(breaking point, max sustainable rate) from step verdicts in run order."""
+    candidates = []
+    overload_rate: int | None = None  # rate of the breaking step whose backlog may linger
+    for v in verdicts:
+        if v.verdict == BREAKS:
+            inherited = overload_rate is not None and v.target_rate_per_s <= overload_rate
+            if not inherited:
+                candidates.append(v.target_rate_per_s)
+            overload_rate = max(overload_rate or 0, v.target_rate_per_s)
+        elif v.verdict == HOLDS:
+            overload_rate = None
+    point = min(candidates) if candidates else None
+    holding = [
+        v.target_rate_per_s
+        for v in verdicts
+        if v.verdict == HOLDS and (point is None or v.target_rate_per_s < point)
+    ]
+    return point, (max(holding) if holding else None)
+
+
+def slope_rise_ms(seconds: Sequence[float], values_ms: Sequence[float]) -> float | None:
+    """Least-squares slope of values over time, times the time covered: the fitted rise."""
+    n = len(seconds)
+    if n < 3:
+        return None
+    mean_t = sum(seconds) / n
+    mean_v = sum(values_ms) / n
+    var_t = sum((t - mean_t) ** 2 for t in seconds)
+    if var_t == 0:
+        return None
+    slope = (
+        sum((t - mean_t) * (v - mean_v) for t, v in zip(seconds, values_ms, strict=True)) / var_t
+    )
+    return slope * (max(seconds) - min(seconds))

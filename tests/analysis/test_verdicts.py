@@ -1,0 +1,107 @@
+"""The breaking-point rule on crafted step tables."""
+
+import pytest
+
+from analysis.verdicts import (
+    BREAKS,
+    HOLDS,
+    INSUFFICIENT,
+    SENDER_LIMITED,
+    StepFigures,
+    Thresholds,
+    Verdict,
+    breaking_point,
+    judge,
+    slope_rise_ms,
+)
+
+T = Thresholds()
+
+
+def fig(rate=1000, **over):
+    base = dict(
+        step=1,
+        target_rate_per_s=rate,
+        scheduled=rate * 30,
+        acked=rate * 30,
+        send_failures=0,
+        lost=0,
+        sender_ratio=1.0,
+        sender_lag_p99_ms=1.2,
+        delivered_rate_per_s=float(rate),
+        e2e_median_ms=20.0,
+        e2e_rise_ms=2.0,
+    )
+    base.update(over)
+    return StepFigures(**base)
+
+
+JUDGE = [
+    ("clean step", fig(), HOLDS, ""),
+    ("failures within threshold", fig(send_failures=30), HOLDS, ""),
+    ("send failures", fig(send_failures=31), BREAKS, "send failures"),
+    ("losses", fig(lost=31), BREAKS, "lost"),
+    ("delivery falls behind", fig(delivered_rate_per_s=900.0), BREAKS, "delivered 900/s"),
+    ("latency grows through the step", fig(e2e_rise_ms=25.0), BREAKS, "rose 25 ms"),
+    ("rise small against a slow system", fig(e2e_median_ms=400.0, e2e_rise_ms=150.0), HOLDS, ""),
+    ("sender lagging", fig(sender_lag_p99_ms=25.0, send_failures=5000), SENDER_LIMITED, "lag"),
+    ("sender short of the pace", fig(sender_ratio=0.9), SENDER_LIMITED, "90.0%"),
+    (
+        "too few samples",
+        fig(rate=2, scheduled=60, acked=60, delivered_rate_per_s=2.0),
+        INSUFFICIENT,
+        "60 events",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "figures", "expected", "reason"), JUDGE, ids=[j[0] for j in JUDGE]
+)
+def test_judge(name, figures, expected, reason):
+    verdict = judge(figures, T)
+    assert verdict.verdict == expected
+    assert reason in " ".join(verdict.reasons)
+
+
+def steps(*pairs):
+    return [Verdict(i, rate, kind) for i, (rate, kind) in enumerate(pairs, start=1)]
+
+
+H, B, S, N = HOLDS, BREAKS, SENDER_LIMITED, INSUFFICIENT
+POINTS = [
+    ("everything holds", steps((1000, H), (1500, H), (2000, H)), (None, 2000)),
+    ("breaks at 1300", steps((1000, H), (1100, H), (1200, H), (1300, B), (1400, B)), (1300, 1200)),
+    (
+        "cool-down drains the backlog",
+        steps((1000, H), (1400, H), (1500, B), (100, B), (1600, B)),
+        (1500, 1400),
+    ),
+    ("cool-down that holds resets", steps((1000, H), (1500, B), (100, H), (1200, B)), (1200, 1000)),
+    ("sender-limited is never a break", steps((1000, H), (1900, S), (2000, S)), (None, 1000)),
+    ("too few samples is never a break", steps((10, N), (1000, H)), (None, 1000)),
+    ("a holding step above the break does not count", steps((1000, B), (2000, H)), (1000, None)),
+    (
+        "the 2019 IMC broker",
+        steps(*[(r, H) for r in range(1000, 1900, 100)], (1900, B), (2000, B)),
+        (1900, 1800),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "verdicts", "expected"), POINTS, ids=[p[0] for p in POINTS])
+def test_breaking_point(name, verdicts, expected):
+    assert breaking_point(verdicts) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "values", "expected"),
+    [
+        ([0, 1, 2, 3], [10, 10, 10, 10], 0.0),
+        ([0, 1, 2, 3], [10, 20, 30, 40], 30.0),
+        ([0, 1], [1, 2], None),
+        ([5, 5, 5], [1, 2, 3], None),
+    ],
+)
+def test_slope_rise(seconds, values, expected):
+    assert slope_rise_ms(seconds, values) == (None if expected is None else pytest.approx(expected))
