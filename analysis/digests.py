@@ -13,7 +13,7 @@ GC-like bursts, bimodal; 10^5 and 10^6 samples).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import fastdigest
 import numpy as np
@@ -26,7 +26,8 @@ P9999_MIN_SAMPLES = 10_000
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999, "p9999": 0.9999}
 
 DIGEST_SCHEMA = (
-    "metric string, step int, second long, n long, min_ms double, max_ms double, digest string"
+    "metric string, step int, second long, n long, min_ms double, max_ms double, "
+    "p50_ms double, p99_ms double, digest string"
 )
 
 
@@ -87,6 +88,8 @@ def _digest_group(frame: pd.DataFrame) -> pd.DataFrame:
             "n": [len(values)],
             "min_ms": [float(values.min())],
             "max_ms": [float(values.max())],
+            "p50_ms": [float(digest.quantile(0.5))],
+            "p99_ms": [float(digest.quantile(0.99))],
             "digest": [to_json(digest)],
         }
     )
@@ -97,16 +100,75 @@ def per_second_digests(values: DataFrame) -> DataFrame:
     return values.groupBy("metric", "step", "second").applyInPandas(_digest_group, DIGEST_SCHEMA)
 
 
-def cumulative(rows: list[dict]) -> Iterator[dict]:
-    """The 2019 line: at each second, the quantiles of everything sent up to and including it.
+def _merge_group(frame: pd.DataFrame) -> pd.DataFrame:
+    digest = merged(from_json(text) for text in frame["digest"])
+    return pd.DataFrame(
+        {
+            "metric": [frame["metric"].iloc[0]],
+            "step": [int(frame["step"].iloc[0])],
+            "digest": [to_json(digest)],
+        }
+    )
 
-    `rows` are one metric's per-second digest rows; its last point is the whole-run figure.
+
+def per_step_digests(per_second: DataFrame) -> DataFrame:
+    """Merged (compressed) digest per (metric, step): small enough for the driver."""
+    return per_second.groupBy("metric", "step").applyInPandas(_merge_group, STEP_DIGEST_SCHEMA)
+
+
+def _cumulative_group(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.sort_values("second")
+    prefix = frame["prefix"].iloc[0]
+    running = (
+        from_json(prefix)
+        if isinstance(prefix, str)
+        else fastdigest.TDigest(max_centroids=MAX_CENTROIDS)
+    )
+    points = []
+    for second, digest in zip(frame["second"], frame["digest"], strict=True):
+        running.merge_inplace(from_json(digest))
+        points.append(
+            {"metric": frame["metric"].iloc[0], "second": int(second), **_figures_row(running)}
+        )
+    return pd.DataFrame(points, columns=CUMULATIVE_COLUMNS)
+
+
+def cumulative_lines(per_second: DataFrame, prefixes: DataFrame) -> DataFrame:
+    """The 2019 line: at each second, the quantiles of every sample up to and including it.
+
+    Computed per (metric, step) in parallel: `prefixes` holds, for each (metric, step), the
+    merged digest of every earlier step (null for the first), so each group continues the line.
     """
-    running = fastdigest.TDigest(max_centroids=MAX_CENTROIDS)
-    by_second: dict[int, list[dict]] = {}
-    for row in rows:
-        by_second.setdefault(row["second"], []).append(row)
-    for second in sorted(by_second):
-        for row in by_second[second]:
-            running.merge_inplace(from_json(row["digest"]))
-        yield {"second": second, **tail_figures(running)}
+    return (
+        per_second.join(prefixes, on=["metric", "step"], how="left")
+        .groupBy("metric", "step")
+        .applyInPandas(_cumulative_group, CUMULATIVE_SCHEMA)
+    )
+
+
+def _figures_row(digest: fastdigest.TDigest) -> dict:
+    figures = tail_figures(digest)
+    return {"n": figures["n"], **{f"{k}_ms": figures[k] for k in (*QUANTILES, "max")}}
+
+
+CUMULATIVE_COLUMNS = ["metric", "second", "n", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms"]
+CUMULATIVE_SCHEMA = (
+    "metric string, second long, n long, p50_ms double, p99_ms double, p999_ms double, "
+    "p9999_ms double, max_ms double"
+)
+STEP_DIGEST_SCHEMA = "metric string, step int, digest string"
+
+
+def prefix_digests(
+    step_digests: dict[tuple[str, int], fastdigest.TDigest], step_order: list[int]
+) -> list[tuple[str, int, str | None]]:
+    """For each (metric, step): the merge of that metric's digests of all earlier steps."""
+    rows = []
+    for metric in sorted({m for m, _ in step_digests}):
+        running: fastdigest.TDigest | None = None
+        for step in step_order:
+            rows.append((metric, step, to_json(running) if running is not None else None))
+            digest = step_digests.get((metric, step))
+            if digest is not None:
+                running = digest.copy() if running is None else running.merge(digest)
+    return rows

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from evbench.records import INFLIGHT_CAP_ERROR
+
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
 
@@ -155,6 +157,7 @@ def step_totals(events: DataFrame) -> DataFrame:
             F.max("target_rate_per_s").alias("target_rate_per_s"),
             F.count(F.lit(1)).alias("scheduled"),
             F.count("sent_ns").alias("sent"),
+            F.count(F.when(F.col("error") == F.lit(INFLIGHT_CAP_ERROR), 1)).alias("cap_refused"),
             F.sum(F.col("ok").cast("long")).alias("acked"),
             F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
             F.sum(F.col("lost").cast("long")).alias("lost"),

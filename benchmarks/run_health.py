@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from evbench.formulas import achieved_rate_per_s, percentile
 from evbench.parquet import read_parts
 from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
-from loadgen.stats import achieved_rate_per_s, percentile
 
 
 def main() -> int:

@@ -25,11 +25,11 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
+from evbench.formulas import achieved_rate_per_s
 from evbench.instruments import start_receiver
 from evbench.parquet import read_parts
 from evbench.procs import Child
 from evbench.records import SENT_FIELDS
-from loadgen.stats import achieved_rate_per_s
 
 
 def run_rate(

@@ -109,7 +109,32 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="never wait for deliveries longer than this (default 60)",
     )
+    run.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="skip the Spark analysis at the end (run `evbench analyze` later)",
+    )
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
+
+    analyze = commands.add_parser(
+        "analyze",
+        help="compute latency tails, throughput, losses and verdicts with Spark",
+        description="Analyse every SUT of a run directory (or one SUT directory) into "
+        "<sut>/analysis/{summary.json, steps.csv, metrics.parquet, digests.parquet, "
+        "cumulative.parquet}. Raw events are never collected to the driver.",
+    )
+    analyze.add_argument("path", type=Path, help="runs/<run> or runs/<run>/<sut>")
+    analyze.add_argument(
+        "--spark-master", default="local[*]", help="Spark master URL (default local[*])"
+    )
+    analyze.add_argument(
+        "--trim",
+        type=_duration,
+        default=0.0,
+        metavar="S",
+        help="sanitized figures: leave out events intended in the first S "
+        "seconds (e.g. 10s), and say so in summary.json",
+    )
 
     paces = commands.add_parser(
         "paces", help="list pace files with their steps, duration and events"
@@ -152,6 +177,26 @@ def _list_paces(paces_dir: Path | None) -> int:
     return 0
 
 
+def _analyze(path: Path, master: str, trim_s: float) -> int:
+    # Spark is imported here only: the sender's gevent patching never meets it (DESIGN §2).
+    from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
+    from analysis.spark import session
+
+    targets = sut_dirs(path)
+    _echo(
+        f"analysing {len(targets)} SUT director{'y' if len(targets) == 1 else 'ies'} "
+        f"with Spark ({master})"
+    )
+    spark = session(master)
+    try:
+        for sut_dir in targets:
+            analyze_sut(spark, sut_dir, AnalyzeOptions(trim_s=trim_s), _echo)
+            _echo(f"  -> {sut_dir / 'analysis' / 'summary.json'}")
+    finally:
+        spark.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["send"]:
@@ -165,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             from receivers.cli import run as run_receiver
 
             return run_receiver(args)
+        if args.command == "analyze":
+            return _analyze(args.path, args.spark_master, args.trim)
         if args.command == "run":
             from evbench.runner import RunOptions, run
 
@@ -182,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
                 grace_s=args.grace,
                 grace_cap_s=args.grace_cap,
             )
-            return run(opts, _echo, live=sys.stderr.isatty()).exit_code
+            outcome = run(opts, _echo, live=sys.stderr.isatty())
+            if args.no_analyze or outcome.status == "failed":
+                return outcome.exit_code
+            _analyze(outcome.sut_dir.root, "local[*]", 0.0)
+            return outcome.exit_code
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)
         return 2

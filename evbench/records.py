@@ -98,4 +98,8 @@ EVENT_TYPE = "dev.evbench.measure"
 WARMUP_EVENT_TYPE = "dev.evbench.warmup"
 PAYLOAD_ID_PREFIX = b'{"evbenchid":"'
 
+# `error` of a slot the sender refused because the in-flight cap was reached: the pacer handled
+# it on time, so it counts against the system under test, not against the sender.
+INFLIGHT_CAP_ERROR = "in-flight cap reached"
+
 RUN_JSON_VERSION = 1

@@ -21,10 +21,11 @@ from typing import Protocol
 import gevent
 import gevent.event
 
+from evbench.formulas import achieved_rate_per_s, percentile
 from evbench.parquet import PartWriter, slices
+from evbench.records import INFLIGHT_CAP_ERROR
 from loadgen.payload import PayloadBuilder, event_id
 from loadgen.schedule import NS_PER_S, PlannedStep, step_slots
-from loadgen.stats import achieved_rate_per_s, percentile
 
 # Yield to the hub at least this often while catching up, so spawned sends actually start.
 _MAX_SLOTS_WITHOUT_YIELD = 16
@@ -190,7 +191,7 @@ class Engine:
             if len(inflight) >= self.max_inflight:
                 state.cap_hits += 1
                 state.failures += 1
-                self._record_unsent(slot, intended_ns, "in-flight cap reached")
+                self._record_unsent(slot, intended_ns, INFLIGHT_CAP_ERROR)
                 continue
             state.scheduled += 1
             # Registered here, not in the send greenlet, so the drain sees sends not yet started.

@@ -9,11 +9,13 @@ import tdigest
 
 from analysis.digests import (
     P9999_MIN_SAMPLES,
-    cumulative,
+    cumulative_lines,
     digest_of,
     from_json,
     merged,
     per_second_digests,
+    per_step_digests,
+    prefix_digests,
     tail_figures,
     to_json,
 )
@@ -66,14 +68,34 @@ def test_stored_format_is_read_by_the_tdigest_package_and_round_trips():
     assert back.quantile(0.999) == pytest.approx(digest.quantile(0.999), rel=1e-9)
 
 
-def test_cumulative_line_ends_at_the_whole_run_figure():
+def test_cumulative_line_continues_across_steps_and_ends_at_the_whole_run(spark):
     rng = np.random.default_rng(4)
-    per_second = {s: rng.gamma(2, 1, 1000) + (50 if s == 0 else 0) for s in range(5)}
-    rows = [{"second": s, "digest": to_json(digest_of(v))} for s, v in per_second.items()]
-    line = list(cumulative(rows))
-    assert [p["second"] for p in line] == list(range(5))
-    assert [p["n"] for p in line] == [1000, 2000, 3000, 4000, 5000]
-    everything = np.concatenate(list(per_second.values()))
-    assert line[-1]["p99"] == pytest.approx(np.quantile(everything, 0.99), rel=0.01)
-    # the early spike dominates the start of the line, as in the 2019 graphs
-    assert line[0]["p50"] > line[-1]["p50"]
+    # two steps of three seconds; an early spike, as at the start of the 2019 runs
+    chunks = {s: rng.gamma(2, 1, 1000) + (50 if s == 0 else 0) for s in range(6)}
+    frame = pd.DataFrame(
+        [
+            {"metric": "e2e", "step": 1 if s < 3 else 2, "second": s, "value_ms": v}
+            for s, values in chunks.items()
+            for v in values
+        ]
+    )
+    per_second = per_second_digests(spark.createDataFrame(frame)).cache()
+    steps = {
+        (r["metric"], r["step"]): from_json(r["digest"])
+        for r in per_step_digests(per_second).collect()
+    }
+    prefixes = spark.createDataFrame(
+        prefix_digests(steps, [1, 2]), "metric string, step int, prefix string"
+    )
+    line = sorted(
+        (r.asDict() for r in cumulative_lines(per_second, prefixes).collect()),
+        key=lambda r: r["second"],
+    )
+    assert [p["second"] for p in line] == list(range(6))
+    assert [p["n"] for p in line] == [1000 * (s + 1) for s in range(6)]
+    everything = np.concatenate(list(chunks.values()))
+    assert line[-1]["p99_ms"] == pytest.approx(np.quantile(everything, 0.99), rel=0.01)
+    assert line[-1]["p99_ms"] == pytest.approx(
+        tail_figures(merged(steps.values()))["p99"], rel=1e-6
+    )
+    assert line[0]["p50_ms"] > line[-1]["p50_ms"]  # the spike dominates the start

@@ -75,9 +75,28 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     assert run["receiver"]["stats"]["received"] == 1200
     assert run["grace"]["reason"] == "all acked events received"
 
+    # evbench run ends by analysing what it ran
+    summary = json.loads((sut_dir / "analysis" / "summary.json").read_text())
+    assert summary["counts"] == {
+        "sent": 1200,
+        "scheduled": 1200,
+        "send_failures": 0,
+        "acked": 1200,
+        "received": 1200,
+        "lost": 0,
+        "duplicates": 0,
+        "foreign": 0,
+    }
+    assert summary["latency_ms"]["e2e"]["n"] == 1200
+    assert [s["target_rate_per_s"] for s in summary["steps"]] == [200, 400]
+    assert all(s["verdict"] in ("holds", "sender-limited") for s in summary["steps"])
+    assert "direct:" in err and "summary.json" in err
+
 
 def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
-    proc = _evbench("run", "--pace", "300:60", "--runs-dir", str(tmp_path), "--run-id", "int")
+    proc = _evbench(
+        "run", "--pace", "300:60", "--runs-dir", str(tmp_path), "--run-id", "int", "--no-analyze"
+    )
     sut_dir = tmp_path / "int-300x60" / "direct"
     wait_until(lambda: len(part_files(sut_dir / "sent")) >= 2, 60, "sent records on disk")
     proc.send_signal(signal.SIGINT)

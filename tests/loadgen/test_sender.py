@@ -13,7 +13,7 @@ import pytest
 
 from evbench.parquet import read_parts
 from evbench.procs import Child
-from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from tests.conftest import wait_until
 
 
@@ -107,7 +107,7 @@ def test_stuck_target_cannot_slow_the_pace(tmp_path):
     rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
     assert len(rows) == 400  # every slot is recorded, answered or not
     sent = [r for r in rows if r["sent_ns"] is not None]
-    capped = [r for r in rows if r["error"] == "in-flight cap reached"]
+    capped = [r for r in rows if r["error"] == INFLIGHT_CAP_ERROR]
     assert len(sent) == 50 and len(capped) == 350 == done["inflight_cap_hits"]
     assert all("drain timeout" in r["error"] and r["ack_ns"] is None for r in sent)
     # open loop: the slots refused by the cap were still taken on schedule, not delayed

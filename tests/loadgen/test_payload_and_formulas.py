@@ -1,7 +1,7 @@
 import pytest
 
+from evbench.formulas import achieved_rate_per_s, percentile
 from loadgen.payload import PayloadBuilder, event_id
-from loadgen.stats import achieved_rate_per_s, percentile
 from receivers.server import payload_event_id
 
 

@@ -1,4 +1,4 @@
-"""Sender health figures (pure), shared by the live progress lines and the step summaries."""
+"""Formulas shared by the sender, the run report and the analysis (pure)."""
 
 from __future__ import annotations
 
