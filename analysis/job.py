@@ -9,29 +9,38 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from analysis.digests import (
+    PREFIX_SCHEMA,
     cumulative_lines,
-    from_json,
+    from_bytes,
     merged,
-    per_second_digests,
-    per_step_digests,
+    merged_top,
     prefix_digests,
+    step_digests,
     tail_figures,
 )
-from analysis.load import load_records
+from analysis.load import load_records, with_run_columns
 from analysis.transforms import (
     first_deliveries,
-    foreign,
+    foreign_deliveries,
     join_deliveries,
-    latency_values,
+    latency_columns,
     measured,
     per_second,
+    sent_events,
     step_totals,
     trimmed,
     with_latencies,
@@ -81,54 +90,135 @@ def read_run_json(sut_dir: Path) -> dict:
     return run
 
 
+def analyze(
+    spark: SparkSession,
+    targets: list[Path],
+    opts: AnalyzeOptions,
+    echo: Callable[[str], None] = lambda line: None,
+) -> list[dict]:
+    """Analyse SUT directories together: one chain of Spark jobs for all of them."""
+    runs = {f"s{i}": (path, read_run_json(path)) for i, path in enumerate(targets)}
+    sent = _union(
+        with_run_columns(
+            load_records(spark, path / "sent", SENT_FIELDS), key, int(run["schedule"]["start_ns"])
+        )
+        for key, (path, run) in runs.items()
+    )
+    received = _union(
+        with_run_columns(
+            load_records(spark, path / "received", RECEIVED_FIELDS),
+            key,
+            int(run["schedule"]["start_ns"]),
+        )
+        for key, (path, run) in runs.items()
+    )
+    # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
+    joined = join_deliveries(sent, first_deliveries(received)).cache()
+    events = with_latencies(with_outcomes(trimmed(measured(sent_events(joined)), opts.trim_s)))
+    metrics = _by_sut(r.asDict() for r in per_second(events).collect())
+    totals = _by_sut(r.asDict() for r in step_totals(events).collect())
+    digests = step_digests(latency_columns(events)).cache()
+    seconds = digests.where(F.col("second").isNotNull())
+    step_sketch = {
+        (r["sut"], r["metric"], r["step"]): (from_bytes(r["digest"]), np.asarray(r["top_ms"]))
+        for r in digests.where(F.col("second").isNull())
+        .select("sut", "metric", "step", "digest", "top_ms").collect()
+    }  # fmt: skip
+    step_digest = {key: digest for key, (digest, _) in step_sketch.items()}
+    order = {key: [t["step"] for t in rows] for key, rows in totals.items()}
+    prefixes = spark.createDataFrame(prefix_digests(step_digest, order), PREFIX_SCHEMA)
+    cumulative = _by_sut(r.asDict() for r in cumulative_lines(seconds, prefixes).collect())
+    e2e_points = _by_sut(
+        r.asDict()
+        for r in seconds.where(F.col("metric") == "e2e").select("sut", "step", "second", "p50_ms")
+        .collect()
+    )  # fmt: skip
+    foreign_counts = {
+        r["sut"]: r["count"] for r in foreign_deliveries(joined).groupBy("sut").count().collect()
+    }
+    _write_digests(seconds, {key: path for key, (path, _) in runs.items()})
+    joined.unpersist()
+    digests.unpersist()
+
+    summaries = []
+    for key, (path, run) in runs.items():
+        out = path / "analysis"
+        out.mkdir(exist_ok=True)
+        _write_table(
+            out / "metrics.parquet", sorted(metrics.get(key, []), key=lambda r: r["second"])
+        )
+        _write_table(
+            out / "cumulative.parquet",
+            sorted(cumulative.get(key, []), key=lambda r: (r["metric"], r["second"])),
+        )
+        summary = _summary(run, opts, totals.get(key, []), foreign_counts.get(key, 0),
+                           {(m, st): d for (k, m, st), d in step_sketch.items() if k == key},
+                           e2e_points.get(key, []))  # fmt: skip
+        _write_steps_csv(out / "steps.csv", summary["steps"])
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        echo(_headline(summary))
+        summaries.append(summary)
+    return summaries
+
+
 def analyze_sut(
     spark: SparkSession,
     sut_dir: Path,
     opts: AnalyzeOptions,
     echo: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    run = read_run_json(sut_dir)
-    start_ns = int(run["schedule"]["start_ns"])
-    sent = load_records(spark, sut_dir / "sent", SENT_FIELDS)
-    received = load_records(spark, sut_dir / "received", RECEIVED_FIELDS)
-    out = sut_dir / "analysis"
-    out.mkdir(exist_ok=True)
+    return analyze(spark, [sut_dir], opts, echo)[0]
 
-    events = with_latencies(
-        with_outcomes(
-            join_deliveries(
-                trimmed(measured(sent), start_ns, opts.trim_s), first_deliveries(received)
-            )
-        )
-    ).cache()
-    per_second(events, start_ns).orderBy("second").coalesce(1).write.mode("overwrite").parquet(
-        str(out / "metrics.parquet")
-    )
-    totals = [r.asDict() for r in step_totals(events).collect()]
-    seconds_digests = per_second_digests(latency_values(events, start_ns)).cache()
-    seconds_digests.orderBy("metric", "second").coalesce(1).write.mode("overwrite").parquet(
-        str(out / "digests.parquet")
-    )
-    step_digests = {
-        (r["metric"], r["step"]): from_json(r["digest"])
-        for r in per_step_digests(seconds_digests).collect()
-    }
-    step_order = [t["step"] for t in totals]
-    prefixes = spark.createDataFrame(
-        prefix_digests(step_digests, step_order), "metric string, step int, prefix string"
-    )
-    cumulative_lines(seconds_digests, prefixes).orderBy("metric", "second").coalesce(1).write.mode(
-        "overwrite"
-    ).parquet(str(out / "cumulative.parquet"))
-    e2e_seconds = _per_second_quantiles(seconds_digests, "e2e")
-    foreign_count = foreign(received, sent).count()
-    events.unpersist()
-    seconds_digests.unpersist()
 
+def _union(frames: Iterable[DataFrame]) -> DataFrame:
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _by_sut(rows: Iterable[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(row.pop("sut"), []).append(row)
+    return grouped
+
+
+def _write_table(path: Path, rows: list[dict]) -> None:
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+def _write_digests(seconds: DataFrame, dirs: dict[str, Path]) -> None:
+    """digests.parquet per SUT: written by Spark (too big for the driver), one directory each."""
+    staging = Path(tempfile.mkdtemp(prefix=".evbench-digests-", dir=next(iter(dirs.values()))))
+    try:
+        seconds.drop("digest", "top_ms").repartition("sut").write.partitionBy("sut").mode(
+            "overwrite"
+        ).parquet(str(staging / "all"))
+        for key, path in dirs.items():
+            target = path / "analysis" / "digests.parquet"
+            target.parent.mkdir(exist_ok=True)
+            if target.exists():
+                shutil.rmtree(target)
+            source = staging / "all" / f"sut={key}"
+            if source.exists():
+                shutil.move(str(source), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _summary(
+    run: dict,
+    opts: AnalyzeOptions,
+    totals: list[dict],
+    foreign_count: int,
+    step_sketch: dict,
+    e2e_points: list[dict],
+) -> dict:
     durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
-    steps = [_step_row(t, durations, step_digests, e2e_seconds, opts.thresholds) for t in totals]
+    e2e_seconds: dict[int, list[tuple]] = {}
+    for point in sorted(e2e_points, key=lambda p: p["second"]):
+        e2e_seconds.setdefault(point["step"], []).append((point["second"], point["p50_ms"]))
+    steps = [_step_row(t, durations, step_sketch, e2e_seconds, opts.thresholds) for t in totals]
     point, sustainable = breaking_point([s.pop("_verdict") for s in steps])
-    summary = {
+    return {
         "run_id": run["run_id"],
         "sut": run["sut"],
         "pace": run["pace"]["name"],
@@ -141,37 +231,25 @@ def analyze_sut(
         ),
         "counts": _counts(totals, foreign_count),
         "latency_ms": {
-            name: tail_figures(merged(d for (m, _), d in step_digests.items() if m == metric))
-            for name, metric in SUMMARY_LATENCIES.items()
+            name: _whole_run(step_sketch, metric) for name, metric in SUMMARY_LATENCIES.items()
         },
         "steps": steps,
         "breaking_point_per_s": point,
         "max_sustainable_rate_per_s": sustainable,
         "thresholds": opts.thresholds.as_dict(),
     }
-    _write_steps_csv(out / "steps.csv", steps)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    echo(_headline(summary))
-    return summary
 
 
-def _per_second_quantiles(seconds_digests: DataFrame, metric: str) -> dict[int, list[tuple]]:
-    """step -> [(second, p50_ms)] for one metric: small, for the latency slope."""
-    rows = (
-        seconds_digests.where(seconds_digests.metric == metric)
-        .select("step", "second", "p50_ms")
-        .collect()
-    )
-    by_step: dict[int, list[tuple]] = {}
-    for row in rows:
-        by_step.setdefault(row["step"], []).append((row["second"], row["p50_ms"]))
-    return {step: sorted(points) for step, points in by_step.items()}
+def _whole_run(step_sketch: dict, metric: str) -> dict:
+    """Whole-run figures: step digests merged, step top values merged (exactly)."""
+    parts = [sketch for (m, _), sketch in step_sketch.items() if m == metric]
+    return tail_figures(merged(d for d, _ in parts), merged_top(t for _, t in parts))
 
 
 def _step_row(
     total: dict,
     durations: dict[int, int],
-    step_digests: dict,
+    step_sketch: dict,
     e2e_seconds: dict,
     thresholds: Thresholds,
 ) -> dict:
@@ -181,8 +259,8 @@ def _step_row(
     handled = total["sent"] + total["cap_refused"]
     sender_rate = achieved_rate_per_s(handled, total["start_ns"], last_handled_ns, rate)
     achieved = achieved_rate_per_s(total["sent"], total["start_ns"], total["last_sent_ns"], rate)
-    e2e = tail_figures(step_digests.get(("e2e", step)) or merged([]))
-    lag = tail_figures(step_digests.get(("sender_lag", step)) or merged([]))
+    e2e = tail_figures(*step_sketch.get(("e2e", step), (merged([]), None)))
+    lag = tail_figures(*step_sketch.get(("sender_lag", step), (merged([]), None)))
     points = e2e_seconds.get(step, [])
     figures = StepFigures(
         step=step,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from analysis.schemas import spark_schema
 from evbench.parquet import check_parts
@@ -22,4 +23,10 @@ def load_records(spark: SparkSession, directory: Path, fields: Sequence[Field]) 
     paths = check_parts(directory, fields)
     if not paths:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*(str(p) for p in paths))
+    # The directory, not the file list: Spark lists it in one go and skips `.`/`_` files too.
+    return spark.read.schema(schema).parquet(str(directory))
+
+
+def with_run_columns(df: DataFrame, sut: str, start_ns: int) -> DataFrame:
+    """Tag a SUT's records so several SUTs can share one chain of transforms."""
+    return df.withColumn("sut", F.lit(sut)).withColumn("start_ns", F.lit(start_ns).cast("long"))

@@ -2,6 +2,8 @@
 hand-written frame; `analysis.job` chains them.
 
 Vocabulary: an *event* is one sent row (one schedule slot); a *delivery* is one received row.
+Every frame carries `sut` and `start_ns` (the SUT's schedule start, see `analysis.load`), so the
+SUTs of a run go through one chain of jobs together.
 """
 
 from __future__ import annotations
@@ -34,26 +36,42 @@ def measured(sent: DataFrame) -> DataFrame:
     return sent.where(~F.col("warmup"))
 
 
-def trimmed(sent: DataFrame, start_ns: int, trim_s: float) -> DataFrame:
-    """Drop events intended in the first `trim_s` seconds after `start_ns` (sanitized figures)."""
+def trimmed(sent: DataFrame, trim_s: float) -> DataFrame:
+    """Drop events intended in the first `trim_s` seconds of the schedule (sanitized figures)."""
     if trim_s <= 0:
         return sent
-    return sent.where(F.col("intended_ns") >= F.lit(start_ns + int(trim_s * NS_PER_S)))
+    return sent.where(F.col("intended_ns") >= F.col("start_ns") + F.lit(int(trim_s * NS_PER_S)))
 
 
 def first_deliveries(received: DataFrame) -> DataFrame:
     """One row per delivered event id: the first arrival counts, later ones are duplicates."""
-    return received.groupBy("event_id").agg(
+    return received.groupBy("sut", "event_id").agg(
         F.min("received_ns").alias("received_ns"),
         F.count(F.lit(1)).alias("deliveries"),
     )
 
 
 def join_deliveries(sent: DataFrame, deliveries: DataFrame) -> DataFrame:
-    """Every sent event with its first delivery (null when none) and its number of deliveries."""
-    return sent.join(deliveries, on="event_id", how="left").withColumn(
-        "deliveries", F.coalesce(F.col("deliveries"), F.lit(0))
+    """Sent events with their first delivery, and deliveries of ids never sent, in one join.
+
+    Full outer: a row with `is_sent` null is a foreign delivery (received, never sent); every other
+    row is a sent event with its first `received_ns` (null when none) and its `deliveries`.
+    Give it every sent event, warmup included, so warmup deliveries are not taken for foreign.
+    """
+    return (
+        sent.withColumn("is_sent", F.lit(True))
+        .join(deliveries, on=["sut", "event_id"], how="full")
+        .withColumn("deliveries", F.coalesce(F.col("deliveries"), F.lit(0)))
     )
+
+
+def sent_events(joined: DataFrame) -> DataFrame:
+    return joined.where(F.col("is_sent").isNotNull()).drop("is_sent")
+
+
+def foreign_deliveries(joined: DataFrame) -> DataFrame:
+    """Ids received but never sent, with how often each arrived."""
+    return joined.where(F.col("is_sent").isNull()).select("sut", "event_id", "deliveries")
 
 
 def with_outcomes(events: DataFrame) -> DataFrame:
@@ -80,27 +98,23 @@ def with_latencies(events: DataFrame) -> DataFrame:
     return out
 
 
-def foreign(received: DataFrame, sent: DataFrame) -> DataFrame:
-    """Deliveries of ids this run never sent (warmup included as sent)."""
-    return received.join(sent.select("event_id"), on="event_id", how="left_anti")
-
-
-def with_second(df: DataFrame, time_col: str, start_ns: int, name: str = "second") -> DataFrame:
+def with_second(df: DataFrame, time_col: str, name: str = "second") -> DataFrame:
     """Whole seconds since the schedule start, by `time_col`."""
     return df.withColumn(
-        name, F.floor((F.col(time_col) - F.lit(start_ns)) / F.lit(NS_PER_S)).cast("long")
+        name, F.floor((F.col(time_col) - F.col("start_ns")) / F.lit(NS_PER_S)).cast("long")
     )
 
 
-def per_second(events: DataFrame, start_ns: int) -> DataFrame:
+def per_second(events: DataFrame) -> DataFrame:
     """The throughput series, one row per second since the schedule start.
 
     Sends count by `sent_ns`, failures and losses by `intended_ns` (when the event was due), and
     deliveries by `received_ns`, as in DESIGN §4. Quiet seconds inside the run are zero rows.
     """
+    keys = ["sut", "second"]
     by_intent = (
-        with_second(events, "intended_ns", start_ns)
-        .groupBy("second")
+        with_second(events, "intended_ns")
+        .groupBy(*keys)
         .agg(
             F.count(F.lit(1)).alias("scheduled"),
             F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
@@ -110,49 +124,45 @@ def per_second(events: DataFrame, start_ns: int) -> DataFrame:
         )
     )
     by_send = (
-        with_second(events.where(F.col("sent_ns").isNotNull()), "sent_ns", start_ns)
-        .groupBy("second")
+        with_second(events.where(F.col("sent_ns").isNotNull()), "sent_ns")
+        .groupBy(*keys)
         .agg(F.count(F.lit(1)).alias("sent"), F.sum(F.col("ok").cast("long")).alias("acked"))
     )
     by_delivery = (
-        with_second(events.where(F.col("delivered")), "received_ns", start_ns)
-        .groupBy("second")
+        with_second(events.where(F.col("delivered")), "received_ns")
+        .groupBy(*keys)
         .agg(F.count(F.lit(1)).alias("delivered"))
     )
     counts = ["scheduled", "send_failures", "lost", "sent", "acked", "delivered"]
-    joined = by_intent.join(by_send, "second", "full").join(by_delivery, "second", "full")
+    joined = by_intent.join(by_send, keys, "full").join(by_delivery, keys, "full")
     # Every second from first to last, so a second in which nothing happened shows as zero
     # instead of vanishing between its neighbours (DESIGN §4: never hide oscillation).
-    grid = joined.agg(F.min("second").alias("lo"), F.max("second").alias("hi")).select(
-        F.explode(F.sequence("lo", "hi")).alias("second")
+    starts = events.select("sut", "start_ns").distinct()
+    grid = (
+        joined.groupBy("sut")
+        .agg(F.min("second").alias("lo"), F.max("second").alias("hi"))
+        .select("sut", F.explode(F.sequence("lo", "hi")).alias("second"))
     )
     return (
-        grid.join(joined, "second", "left")
+        grid.join(joined, keys, "left")
+        .join(starts, "sut")
         .fillna(0, subset=counts)
-        .withColumn("t_ns", F.col("second") * F.lit(NS_PER_S) + F.lit(start_ns))
-        .select("second", "t_ns", "step", "target_rate_per_s", *counts)
+        .withColumn("t_ns", F.col("second") * F.lit(NS_PER_S) + F.col("start_ns"))
+        .select("sut", "second", "t_ns", "step", "target_rate_per_s", *counts)
     )
 
 
-def latency_values(events: DataFrame, start_ns: int) -> DataFrame:
-    """Long format for the digests: (metric, step, second, value_ms), seconds by intent."""
-    with_sec = with_second(events, "intended_ns", start_ns)
-    parts = [
-        with_sec.select(
-            F.lit(name).alias("metric"), "step", "second", F.col(f"{name}_ms").alias("value_ms")
-        ).where(F.col("value_ms").isNotNull())
-        for name in LATENCIES_NS
-    ]
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
-    return out
+def latency_columns(events: DataFrame) -> DataFrame:
+    """What the digests need and nothing more: (sut, step, second by intent, <metric>_ms…)."""
+    return with_second(events, "intended_ns").select(
+        "sut", "step", "second", *(f"{name}_ms" for name in LATENCIES_NS)
+    )
 
 
 def step_totals(events: DataFrame) -> DataFrame:
     """Per-step counts and the sender's achieved rate (as `loadgen.stats.achieved_rate_per_s`)."""
     return (
-        events.groupBy("step")
+        events.groupBy("sut", "step")
         .agg(
             F.max("target_rate_per_s").alias("target_rate_per_s"),
             F.count(F.lit(1)).alias("scheduled"),
@@ -169,5 +179,5 @@ def step_totals(events: DataFrame) -> DataFrame:
             F.min("received_ns").alias("first_received_ns"),
             F.max("received_ns").alias("last_received_ns"),
         )
-        .orderBy("step")
+        .orderBy("sut", "step")
     )

@@ -179,7 +179,7 @@ def _list_paces(paces_dir: Path | None) -> int:
 
 def _analyze(path: Path, master: str, trim_s: float) -> int:
     # Spark is imported here only: the sender's gevent patching never meets it (DESIGN §2).
-    from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
+    from analysis.job import AnalyzeOptions, analyze, sut_dirs
     from analysis.spark import session
 
     targets = sut_dirs(path)
@@ -189,11 +189,11 @@ def _analyze(path: Path, master: str, trim_s: float) -> int:
     )
     spark = session(master)
     try:
-        for sut_dir in targets:
-            analyze_sut(spark, sut_dir, AnalyzeOptions(trim_s=trim_s), _echo)
-            _echo(f"  -> {sut_dir / 'analysis' / 'summary.json'}")
+        analyze(spark, targets, AnalyzeOptions(trim_s=trim_s), _echo)
     finally:
         spark.stop()
+    for sut_dir in targets:
+        _echo(f"  -> {sut_dir / 'analysis' / 'summary.json'}")
     return 0
 
 

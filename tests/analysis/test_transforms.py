@@ -2,14 +2,16 @@
 
 import pytest
 
+from analysis.load import with_run_columns
 from analysis.schemas import spark_schema
 from analysis.transforms import (
     first_deliveries,
-    foreign,
+    foreign_deliveries,
     join_deliveries,
-    latency_values,
+    latency_columns,
     measured,
     per_second,
+    sent_events,
     step_totals,
     trimmed,
     with_latencies,
@@ -64,12 +66,13 @@ RECEIVED = [
 
 @pytest.fixture(scope="module")
 def frames(spark):
-    sent = spark.createDataFrame(SENT, spark_schema(SENT_FIELDS))
-    received = spark.createDataFrame(RECEIVED, spark_schema(RECEIVED_FIELDS))
-    events = with_latencies(
-        with_outcomes(join_deliveries(measured(sent), first_deliveries(received)))
+    sent = with_run_columns(spark.createDataFrame(SENT, spark_schema(SENT_FIELDS)), "x", T0)
+    received = with_run_columns(
+        spark.createDataFrame(RECEIVED, spark_schema(RECEIVED_FIELDS)), "x", T0
     )
-    return sent, received, events
+    joined = join_deliveries(sent, first_deliveries(received))
+    events = with_latencies(with_outcomes(measured(sent_events(joined))))
+    return sent, joined, events
 
 
 def _by_id(df):
@@ -100,13 +103,15 @@ def test_latencies(frames):
 
 
 def test_foreign_counts_only_ids_never_sent(frames):
-    sent, received, _ = frames
-    assert [r["event_id"] for r in foreign(received, sent).collect()] == ["zz"]
+    _, joined, _ = frames
+    # the warmup delivery "w" matched its sent row: it is not foreign
+    rows = foreign_deliveries(joined).collect()
+    assert [(r["event_id"], r["deliveries"]) for r in rows] == [("zz", 1)]
 
 
 def test_per_second_series(frames):
     _, _, events = frames
-    rows = {r["second"]: r.asDict() for r in per_second(events, T0).collect()}
+    rows = {r["second"]: r.asDict() for r in per_second(events).collect()}
     assert sorted(rows) == [0, 1, 2, 3]
     assert (rows[0]["scheduled"], rows[0]["sent"], rows[0]["acked"], rows[0]["delivered"]) == (
         2,
@@ -121,15 +126,21 @@ def test_per_second_series(frames):
     assert rows[3]["t_ns"] == T0 + 3 * S
 
 
-def test_latency_values_long_format(frames):
+def test_latency_columns_for_the_digests(frames):
     _, _, events = frames
-    values = latency_values(events, T0).collect()
-    by_metric = {}
-    for row in values:
-        by_metric.setdefault(row["metric"], []).append(row["value_ms"])
-    assert sorted(by_metric["publish"]) == [4.0, 10.0, 18.0]
-    assert sorted(by_metric["e2e"]) == [20.0, 40.0, 100.0]
-    assert len(by_metric["sender_lag"]) == 5
+    rows = {r["second"]: r for r in latency_columns(events).where("step = 1").collect()}
+    assert set(rows[0].asDict()) == {
+        "sut",
+        "step",
+        "second",
+        "publish_ms",
+        "publish_corrected_ms",
+        "e2e_ms",
+        "e2e_uncorrected_ms",
+        "sender_lag_ms",
+    }
+    values = sorted(r["e2e_ms"] for r in latency_columns(events).collect() if r["e2e_ms"])
+    assert values == [20.0, 40.0, 100.0]
 
 
 def test_step_totals(frames):
@@ -146,6 +157,28 @@ def test_step_totals(frames):
 
 def test_trim_drops_the_leading_window(frames):
     sent, _, _ = frames
-    kept = [r["event_id"] for r in trimmed(measured(sent), T0, 1.0).collect()]
+    kept = [r["event_id"] for r in trimmed(measured(sent), 1.0).collect()]
     assert sorted(kept) == ["c", "d", "e", "f"]
-    assert trimmed(sent, T0, 0).count() == len(SENT)
+    assert trimmed(sent, 0).count() == len(SENT)
+
+
+def test_suts_sharing_ids_stay_apart(spark):
+    # the same event ids in two SUTs of one run must never meet in the join
+    sent = spark.createDataFrame(SENT, spark_schema(SENT_FIELDS))
+    received = spark.createDataFrame(RECEIVED, spark_schema(RECEIVED_FIELDS))
+    both_sent = with_run_columns(sent, "x", T0).unionByName(with_run_columns(sent, "y", T0 + S))
+    only_x = with_run_columns(received, "x", T0)
+    joined = join_deliveries(both_sent, first_deliveries(only_x))
+    events = with_outcomes(measured(sent_events(joined)))
+    lost = {r["sut"]: r["n"] for r in events.where("lost").groupBy("sut").count()
+            .withColumnRenamed("count", "n").collect()}  # fmt: skip
+    assert lost == {"x": 1, "y": 3}  # y received nothing: its three acked events are lost
+    rows = {
+        r["sut"]: r["second"]
+        for r in per_second(with_latencies(events))
+        .groupBy("sut")
+        .min("second")
+        .withColumnRenamed("min(second)", "second")
+        .collect()
+    }
+    assert rows == {"x": 0, "y": -1}  # seconds count from each SUT's own start
