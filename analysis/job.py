@@ -38,6 +38,7 @@ from analysis.transforms import (
     foreign_deliveries,
     join_deliveries,
     latency_columns,
+    latency_points,
     measured,
     per_second,
     sent_events,
@@ -50,6 +51,9 @@ from analysis.verdicts import StepFigures, Thresholds, breaking_point, judge, sl
 from evbench.errors import EvbenchError
 from evbench.formulas import achieved_rate_per_s
 from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+
+# Points in the latency-points view per SUT; above it, time buckets keep each bucket's maxima.
+POINTS_MAX = 100_000
 
 SUMMARY_LATENCIES = {
     "publish": "publish",
@@ -136,6 +140,9 @@ def analyze(
     foreign_counts = {
         r["sut"]: r["count"] for r in foreign_deliveries(joined).groupBy("sut").count().collect()
     }
+    widths = [(key, _bucket_ns(rows)) for key, rows in totals.items()]
+    buckets = spark.createDataFrame(widths, "sut string, bucket_ns long")
+    points = _by_sut(r.asDict() for r in latency_points(events, buckets).collect())
     _write_digests(seconds, {key: path for key, (path, _) in runs.items()})
     joined.unpersist()
     digests.unpersist()
@@ -147,6 +154,7 @@ def analyze(
         _write_table(
             out / "metrics.parquet", sorted(metrics.get(key, []), key=lambda r: r["second"])
         )
+        _write_table(out / "points.parquet", sorted(points.get(key, []), key=lambda r: r["t_ns"]))
         _write_table(
             out / "cumulative.parquet",
             sorted(cumulative.get(key, []), key=lambda r: (r["metric"], r["second"])),
@@ -168,6 +176,12 @@ def analyze_sut(
     echo: Callable[[str], None] = lambda line: None,
 ) -> dict:
     return analyze(spark, [sut_dir], opts, echo)[0]
+
+
+def _bucket_ns(step_rows: list[dict]) -> int:
+    """Time-bucket width that gives a run at most POINTS_MAX buckets for the points view."""
+    span_ns = max(r["last_intended_ns"] for r in step_rows) - min(r["start_ns"] for r in step_rows)
+    return max(1, -(-span_ns // POINTS_MAX))
 
 
 def _union(frames: Iterable[DataFrame]) -> DataFrame:

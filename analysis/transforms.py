@@ -181,3 +181,24 @@ def step_totals(events: DataFrame) -> DataFrame:
         )
         .orderBy("sut", "step")
     )
+
+
+def latency_points(events: DataFrame, bucket_ns: DataFrame) -> DataFrame:
+    """Per-event latencies for the points view, bounded: events are grouped into time buckets
+    (`bucket_ns` gives each SUT's width, chosen so a run has a bounded number of buckets) and
+    each bucket keeps the maximum of each latency, so spikes are never averaged away. Where
+    events are sparser than buckets, every event is its own point."""
+    return (
+        events.join(F.broadcast(bucket_ns), "sut")
+        .withColumn(
+            "bucket", F.floor((F.col("intended_ns") - F.col("start_ns")) / F.col("bucket_ns"))
+        )
+        .groupBy("sut", "bucket")
+        .agg(
+            F.min("intended_ns").alias("t_ns"),
+            F.count(F.lit(1)).alias("events"),
+            F.max("publish_ms").alias("publish_ms"),
+            F.max("e2e_ms").alias("e2e_ms"),
+        )
+        .drop("bucket")
+    )

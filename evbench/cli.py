@@ -192,8 +192,13 @@ def _analyze(path: Path, master: str, trim_s: float) -> int:
         analyze(spark, targets, AnalyzeOptions(trim_s=trim_s), _echo)
     finally:
         spark.stop()
+    from analysis.report import write_index, write_report
+
     for sut_dir in targets:
-        _echo(f"  -> {sut_dir / 'analysis' / 'summary.json'}")
+        _echo(f"  -> {write_report(sut_dir)}")
+    run_dir = targets[0].parent
+    analysed = sorted(p.parent.parent for p in run_dir.glob("*/analysis/summary.json"))
+    _echo(f"  -> {write_index(run_dir, analysed)}")
     return 0
 
 

@@ -1,0 +1,144 @@
+"""Report figures: pure functions from small aggregated tables (lists of dicts) to Plotly figures.
+
+The main graph is the 2019 one: cumulative P99.99 publish and end-to-end latency on the left axis,
+send, delivery, send-failure and delivery-failure (lost) throughput on the right, here with the
+pace's steps as bands coloured by verdict and the breaking point marked.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+VERDICT_COLOURS = {
+    "holds": "rgba(46, 160, 67, 0.08)",
+    "breaks": "rgba(214, 39, 40, 0.12)",
+    "sender-limited": "rgba(127, 127, 127, 0.15)",
+    "insufficient-data": "rgba(127, 127, 127, 0.06)",
+}
+THROUGHPUT_SERIES = (
+    ("sent", "send throughput", "#1f77b4"),
+    ("delivered", "delivery throughput", "#2ca02c"),
+    ("send_failures", "send failures", "#d62728"),
+    ("lost", "delivery failures (lost)", "#9467bd"),
+)
+LATENCY_SERIES = (("publish", "P99.99 publish latency", "#ff7f0e"),
+                  ("e2e", "P99.99 end-to-end latency", "#8c564b"))  # fmt: skip
+
+
+def step_spans(metrics: list[dict]) -> dict[int, tuple[int, int]]:
+    """Step -> (first second, last second) in which the step scheduled events."""
+    spans: dict[int, tuple[int, int]] = {}
+    for row in metrics:
+        if not row.get("scheduled") or row.get("step") is None:
+            continue
+        first, last = spans.get(row["step"], (row["second"], row["second"]))
+        spans[row["step"]] = (min(first, row["second"]), max(last, row["second"]))
+    return spans
+
+
+def six_series(
+    metrics: list[dict],
+    cumulative: list[dict],
+    steps: list[dict],
+    breaking_point_per_s: int | None,
+    title: str,
+) -> go.Figure:
+    figure = go.Figure()
+    for metric, name, colour in LATENCY_SERIES:
+        line = sorted((r for r in cumulative if r["metric"] == metric), key=lambda r: r["second"])
+        figure.add_trace(go.Scatter(
+            x=[r["second"] for r in line], y=[r["p9999_ms"] for r in line], name=name,
+            mode="lines", line={"color": colour, "width": 2}, yaxis="y",
+            customdata=[r["n"] for r in line],
+            hovertemplate="%{y:.2f} ms at %{x} s<br>n=%{customdata}<extra>" + name + "</extra>",
+        ))  # fmt: skip
+    ordered = sorted(metrics, key=lambda r: r["second"])
+    for column, name, colour in THROUGHPUT_SERIES:
+        figure.add_trace(go.Scatter(
+            x=[r["second"] for r in ordered], y=[r[column] for r in ordered], name=name,
+            mode="lines", line={"color": colour, "width": 1, "shape": "hv"}, yaxis="y2",
+            hovertemplate="%{y}/s at %{x} s<extra>" + name + "</extra>",
+        ))  # fmt: skip
+    _step_bands(figure, step_spans(metrics), steps, breaking_point_per_s)
+    figure.update_layout(
+        title=title,
+        xaxis={"title": "seconds since the schedule start"},
+        yaxis={"title": "latency (ms), cumulative P99.99", "rangemode": "tozero"},
+        yaxis2={"title": "events/s", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.2},
+        hovermode="x",
+        margin={"t": 60},
+    )
+    return figure
+
+
+def _step_bands(
+    figure: go.Figure,
+    spans: dict[int, tuple[int, int]],
+    steps: list[dict],
+    breaking_point_per_s: int | None,
+) -> None:
+    marked = False
+    for step in steps:
+        span = spans.get(step["step"])
+        if span is None:
+            continue
+        first, last = span
+        figure.add_vrect(
+            x0=first, x1=last + 1, fillcolor=VERDICT_COLOURS.get(step["verdict"], "white"),
+            line_width=0, layer="below",
+            annotation_text=f"{step['target_rate_per_s']}/s", annotation_position="top left",
+            annotation_font_size=10,
+        )  # fmt: skip
+        if (
+            not marked
+            and step["target_rate_per_s"] == breaking_point_per_s
+            and (step["verdict"] == "breaks")
+        ):
+            figure.add_vline(
+                x=first, line={"color": "#d62728", "dash": "dash"},
+                annotation_text=f"breaking point {breaking_point_per_s}/s",
+                annotation_position="bottom right",
+            )  # fmt: skip
+            marked = True
+
+
+def latency_points(points: list[dict], title: str) -> go.Figure:
+    """Every event's latency (or each time bucket's maximum, for long runs), WebGL-drawn."""
+    start = min((p["t_ns"] for p in points), default=0)
+    figure = go.Figure()
+    for column, name, colour in (("publish_ms", "publish latency", "#ff7f0e"),
+                                 ("e2e_ms", "end-to-end latency", "#8c564b")):  # fmt: skip
+        shown = [p for p in points if p[column] is not None]
+        figure.add_trace(go.Scattergl(
+            x=[(p["t_ns"] - start) / 1e9 for p in shown], y=[p[column] for p in shown],
+            mode="markers", name=name, marker={"size": 3, "color": colour, "opacity": 0.6},
+        ))  # fmt: skip
+    bucketed = any(p["events"] > 1 for p in points)
+    figure.update_layout(
+        title=title + (" (per time bucket: the maximum)" if bucketed else ""),
+        xaxis={"title": "seconds since the first event"},
+        yaxis={"title": "latency (ms)", "type": "log"},
+        legend={"orientation": "h", "y": -0.2},
+    )
+    return figure
+
+
+def sender_health(steps: list[dict], title: str) -> go.Figure:
+    """Did the instrument keep the pace? Achieved vs target rate, and lag p99, per step."""
+    labels = [f"{s['step']}: {s['target_rate_per_s']}/s" for s in steps]
+    figure = go.Figure()
+    figure.add_trace(go.Bar(x=labels, y=[s["target_rate_per_s"] for s in steps], name="target",
+                            marker_color="#c7c7c7"))  # fmt: skip
+    figure.add_trace(go.Bar(x=labels, y=[s["achieved_send_rate_per_s"] for s in steps],
+                            name="achieved send rate", marker_color="#1f77b4"))  # fmt: skip
+    figure.add_trace(go.Scatter(x=labels, y=[s["sender_lag_p99_ms"] for s in steps],
+                                name="sender lag p99 (ms)", yaxis="y2", mode="lines+markers",
+                                line={"color": "#d62728"}))  # fmt: skip
+    figure.update_layout(
+        title=title, barmode="group",
+        yaxis={"title": "events/s"},
+        yaxis2={"title": "lag p99 (ms)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.3},
+    )  # fmt: skip
+    return figure

@@ -1,0 +1,171 @@
+"""HTML reports: runs/<run>/<sut>/analysis/report.html per SUT and runs/<run>/index.html.
+
+Works offline: plotly.js is written once per runs/ directory and every report refers to it by a
+relative path, so a runs/ directory can be copied, zipped or served as it is.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from pathlib import Path
+
+import plotly
+import plotly.offline
+import pyarrow.parquet as pq
+
+from analysis.figures import latency_points, sender_health, six_series
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
+table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
+th { background: #f3f3f3; } td.text { text-align: left; }
+.holds { background: #e6f4ea; } .breaks { background: #fde7e7; }
+.sender-limited, .insufficient-data { background: #eee; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }
+.note { color: #555; font-size: 0.85rem; max-width: 60rem; }
+"""
+
+
+def plotly_js(runs_root: Path) -> Path:
+    """The one offline copy of plotly.js for every report under `runs_root`."""
+    path = runs_root / f"plotly-{plotly.__version__}.min.js"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(plotly.offline.get_plotlyjs())
+        tmp.replace(path)
+    return path
+
+
+def _page(title: str, script: Path, at: Path, body: str) -> str:
+    src = os.path.relpath(script, at)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_STYLE}</style><script src='{html.escape(src)}'></script></head>"
+        f"<body>{body}</body></html>"
+    )
+
+
+def _figure_html(figure, div_id: str) -> str:
+    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id)
+
+
+def _load(analysis_dir: Path) -> tuple[dict, list[dict], list[dict], list[dict]]:
+    summary = json.loads((analysis_dir / "summary.json").read_text())
+    metrics = pq.read_table(analysis_dir / "metrics.parquet").to_pylist()
+    cumulative = pq.read_table(analysis_dir / "cumulative.parquet").to_pylist()
+    points = pq.read_table(analysis_dir / "points.parquet").to_pylist()
+    return summary, metrics, cumulative, points
+
+
+def headline(summary: dict) -> str:
+    point = summary["breaking_point_per_s"]
+    sustainable = summary["max_sustainable_rate_per_s"]
+    if point:
+        return f"breaks at {point}/s; max sustainable {sustainable}/s"
+    return f"held every judged step; max sustainable {sustainable}/s"
+
+
+def _latency_cell(figures: dict) -> str:
+    if not figures or not figures.get("n"):
+        return "-"
+    label = "max" if figures.get("p9999_is_max") else "P99.99"
+    return f"{figures['p9999']} ms ({label}, n={figures['n']})"
+
+
+def _steps_table(steps: list[dict]) -> str:
+    columns = ["step", "target_rate_per_s", "achieved_send_rate_per_s", "delivered_rate_per_s",
+               "send_failures", "lost", "duplicates", "sender_lag_p99_ms", "p9999_e2e_ms",
+               "e2e_n", "verdict"]  # fmt: skip
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "<th>why</th>"
+    rows = []
+    for step in steps:
+        cells = "".join(f"<td>{html.escape(str(step.get(c)))}</td>" for c in columns)
+        why = html.escape("; ".join(step.get("reasons", [])))
+        rows.append(f"<tr class='{html.escape(step['verdict'])}'>{cells}"
+                    f"<td class='text'>{why}</td></tr>")  # fmt: skip
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _counts_table(summary: dict) -> str:
+    counts = summary["counts"]
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in counts)
+    cells = "".join(f"<td>{v}</td>" for v in counts.values())
+    lat = summary["latency_ms"]
+    lat_head = "<th>latency</th>" + "".join(
+        f"<th>{k}</th>" for k in ("p50", "p99", "p999", "p9999", "max", "n")
+    )
+    lat_rows = "".join(
+        f"<tr><td class='text'>{html.escape(name)}</td>"
+        + "".join(f"<td>{fig.get(k)}</td>" for k in ("p50", "p99", "p999", "p9999", "max", "n"))
+        + "</tr>"
+        for name, fig in lat.items()
+    )  # fmt: skip
+    return (f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
+            f"<table><tr>{lat_head}</tr>{lat_rows}</table>")  # fmt: skip
+
+
+def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
+    analysis_dir = sut_dir / "analysis"
+    summary, metrics, cumulative, points = _load(analysis_dir)
+    runs_root = runs_root or sut_dir.parent.parent
+    name = f"{summary['run_id']} · {summary['sut']} · {summary['pace']}"
+    six = six_series(metrics, cumulative, summary["steps"], summary["breaking_point_per_s"],
+                     f"{summary['sut']}: {headline(summary)}")  # fmt: skip
+    trimmed = f"<p class='note'>{html.escape(summary['trimmed'])}</p>" if summary["trimmed"] else ""
+    body = (
+        f"<h1>{html.escape(name)}</h1>"
+        f"<p><b>{html.escape(headline(summary))}</b>; end-to-end "
+        f"{html.escape(_latency_cell(summary['latency_ms']['e2e']))}</p>{trimmed}"
+        + _counts_table(summary)
+        + _figure_html(six, "six-series")
+        + "<p class='note'>The latency lines are cumulative, as in 2019: at each second, the "
+        "P99.99 of every event sent up to then, from T-Digests, so an early spike dominates the "
+        "start and the right end is the whole run. The tables' tail figures are exact where "
+        "the kept top values reach (see <code>exact</code> in summary.json).</p>"
+        "<h2>Steps</h2>"
+        + _steps_table(summary["steps"])
+        + _figure_html(latency_points(points, "Latency of every event"), "latency-points")
+        + _figure_html(sender_health(summary["steps"], "Sender health"), "sender-health")
+        + "<h2>Thresholds</h2><pre>"
+        + html.escape(json.dumps(summary["thresholds"], indent=2))
+        + "</pre>"
+    )
+    path = analysis_dir / "report.html"
+    path.write_text(_page(name, plotly_js(runs_root), analysis_dir, body))
+    return path
+
+
+def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
+    """All SUTs of a run side by side: the verdict table, then each SUT's main graph."""
+    runs_root = run_dir.parent
+    rows, graphs = [], []
+    for sut_dir in sut_dirs:
+        summary, metrics, cumulative, _ = _load(sut_dir / "analysis")
+        counts = summary["counts"]
+        link = os.path.relpath(sut_dir / "analysis" / "report.html", run_dir)
+        rows.append(
+            f"<tr class='{'breaks' if summary['breaking_point_per_s'] else 'holds'}'>"
+            f"<td class='text'><a href='{html.escape(link)}'>{html.escape(summary['sut'])}</a></td>"
+            f"<td class='text'>{html.escape(headline(summary))}</td>"
+            f"<td>{html.escape(_latency_cell(summary['latency_ms']['e2e']))}</td>"
+            f"<td>{counts['send_failures']}</td><td>{counts['lost']}</td>"
+            f"<td>{counts['duplicates']}</td></tr>"
+        )
+        figure = six_series(metrics, cumulative, summary["steps"], summary["breaking_point_per_s"],
+                            summary["sut"])  # fmt: skip
+        figure.update_layout(height=420)
+        graphs.append(f"<div>{_figure_html(figure, 'six-' + sut_dir.name)}</div>")
+    body = (
+        f"<h1>{html.escape(run_dir.name)}</h1><table><tr><th>SUT</th><th>verdict</th>"
+        "<th>end-to-end</th><th>send failures</th><th>lost</th><th>duplicates</th></tr>"
+        + "".join(rows)
+        + "</table><div class='grid'>"
+        + "".join(graphs)
+        + "</div>"
+    )
+    path = run_dir / "index.html"
+    path.write_text(_page(run_dir.name, plotly_js(runs_root), run_dir, body))
+    return path

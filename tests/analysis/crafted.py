@@ -1,0 +1,110 @@
+"""A crafted SUT directory whose every count is known, shared by the analysis tests."""
+
+import json
+
+from evbench.parquet import PartWriter
+from evbench.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+
+S, MS = 1_000_000_000, 1_000_000
+T0 = 1_750_000_000 * S
+STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them
+
+
+def craft(root):
+    """Step 1 is clean. Step 2 loses every 20th acked event, fails every 50th, duplicates
+    every 100th delivery; plus 7 foreign deliveries and a warmup that must not count."""
+    sut = root / "run-x-p" / "direct"
+    sent_w = PartWriter(sut / "sent", SENT_FIELDS)
+    recv_w = PartWriter(sut / "received", RECEIVED_FIELDS)
+    seq, expected = 0, dict(sent=0, failures=0, lost=0, dup=0, acked=0)
+    for i in range(50):  # warmup, delivered
+        eid = f"w-{i}"
+        t = T0 - 5 * S + i * 20 * MS
+        sent_w.append((eid, seq, 0, True, 50, t, t, t + MS, 202, None, 0, 8192))
+        recv_w.append((eid, t + 2 * MS, "rx", 8192, eid, "w", "s"))
+        seq += 1
+    offset = 0
+    for number, (rate, seconds) in enumerate(STEPS, start=1):
+        for i in range(rate * seconds):
+            eid = f"e-{seq}"
+            intended = T0 + offset + i * S // rate
+            sent_ns = intended + 100_000
+            fail = number == 2 and i % 50 == 49
+            lose = number == 2 and not fail and i % 20 == 0
+            cap = number == 2 and i == 1  # one slot refused by the in-flight cap
+            if cap:
+                row = (
+                    eid,
+                    seq,
+                    number,
+                    False,
+                    rate,
+                    intended,
+                    None,
+                    None,
+                    0,
+                    INFLIGHT_CAP_ERROR,
+                    0,
+                    8192,
+                )
+                expected["failures"] += 1
+            elif fail:
+                row = (
+                    eid,
+                    seq,
+                    number,
+                    False,
+                    rate,
+                    intended,
+                    sent_ns,
+                    sent_ns + MS,
+                    503,
+                    "HTTP 503",
+                    0,
+                    8192,
+                )
+                expected["failures"] += 1
+                expected["sent"] += 1
+            else:
+                row = (
+                    eid,
+                    seq,
+                    number,
+                    False,
+                    rate,
+                    intended,
+                    sent_ns,
+                    sent_ns + 2 * MS,
+                    202,
+                    None,
+                    0,
+                    8192,
+                )
+                expected["sent"] += 1
+                expected["acked"] += 1
+                if lose:
+                    expected["lost"] += 1
+                else:
+                    recv_w.append((eid, intended + 5 * MS, "rx", 8192, eid, "t", "s"))
+                    if i % 100 == 7:
+                        recv_w.append((eid, intended + 900 * MS, "rx", 8192, eid, "t", "s"))
+                        expected["dup"] += 1
+            sent_w.append(row)
+            seq += 1
+            if i % 1000 == 999:  # several part files, as a real run writes
+                sent_w.flush()
+                recv_w.flush()
+        offset += (seconds + 2) * S
+    for i in range(7):
+        recv_w.append((f"other-{i}", T0 + i * S, "rx", 10, f"other-{i}", "x", "y"))
+    sent_w.flush()
+    recv_w.flush()
+    run = {
+        "run_id": "run-x",
+        "sut": "direct",
+        "status": "completed",
+        "pace": {"name": "p", "steps": [{"rate_per_s": r, "duration_s": d} for r, d in STEPS]},
+        "schedule": {"start_ns": T0},
+    }
+    (sut / "run.json").write_text(json.dumps(run))
+    return sut, expected

@@ -1,0 +1,72 @@
+"""Reports open in a real headless Chromium without console errors, every plot drawn."""
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from analysis.job import AnalyzeOptions, analyze
+from analysis.report import write_index, write_report
+from tests.analysis.crafted import craft
+
+BROWSER_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000",
+    "--use-angle=swiftshader", "--enable-unsafe-swiftshader",  # WebGL for the points view
+]  # fmt: skip
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("chromium is not installed: `make test` installs Debian's chromium")
+    return path
+
+
+def _render(page, tmp_path) -> tuple[str, list[str]]:
+    result = subprocess.run(
+        [_chromium(), *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+         page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+    return result.stdout, console
+
+
+def _drawn(dom: str, div_id: str) -> bool:
+    """Plotly marks a div it has drawn with js-plotly-plot and fills it with main-svg layers."""
+    tag = re.search(rf'<div[^>]*id="{re.escape(div_id)}"[^>]*>', dom)
+    return tag is not None and "js-plotly-plot" in tag.group(0)
+
+
+@pytest.fixture(scope="module")
+def reports(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    sut, _ = craft(root)
+    analyze(spark, [sut], AnalyzeOptions())
+    return root, write_report(sut), write_index(sut.parent, [sut])
+
+
+def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
+    root, report, _ = reports
+    dom, console = _render(report, tmp_path)
+    errors = [line for line in console if re.search(r"error|uncaught", line, re.I)]
+    assert errors == []
+    for div_id in ("six-series", "latency-points", "sender-health"):
+        assert _drawn(dom, div_id), div_id
+    assert dom.count('class="main-svg"') >= 3
+    assert "breaks at 400/s" in dom and "max sustainable 200/s" in dom
+    # offline: one shared plotly.js under runs/, referenced relatively
+    assert len(list(root.glob("plotly-*.min.js"))) == 1
+    assert "cdn" not in report.read_text().lower()
+
+
+def test_index_shows_every_sut(reports, tmp_path):
+    _, _, index = reports
+    dom, console = _render(index, tmp_path)
+    assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
+    assert _drawn(dom, "six-direct")
+    assert "analysis/report.html" in dom
