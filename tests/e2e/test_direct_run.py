@@ -90,7 +90,9 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     assert summary["latency_ms"]["e2e"]["n"] == 1200
     assert [s["target_rate_per_s"] for s in summary["steps"]] == [200, 400]
     assert all(s["verdict"] in ("holds", "sender-limited") for s in summary["steps"])
-    assert "direct:" in err and "summary.json" in err
+    assert "direct:" in err and "report.html" in err
+    assert (sut_dir / "analysis" / "report.html").is_file()
+    assert (sut_dir.parent / "index.html").is_file()
 
 
 def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
