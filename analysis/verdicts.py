@@ -20,8 +20,11 @@ rate of a holding step below the breaking point (or of all holding steps if noth
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from evbench.errors import EvbenchError
 
 HOLDS = "holds"
 BREAKS = "breaks"
@@ -42,6 +45,26 @@ class Thresholds:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "thresholds") -> Thresholds:
+        """Defaults overridden by a JSON object; an unknown key or a non-number is an error."""
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise EvbenchError(f"{source}: not JSON ({exc})") from exc
+        if not isinstance(doc, dict):
+            raise EvbenchError(f"{source}: expected a JSON object of threshold: value")
+        known = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(doc) - set(known))
+        if unknown:
+            raise EvbenchError(
+                f"{source}: unknown thresholds {', '.join(unknown)} (known: {', '.join(known)})"
+            )
+        for key, value in doc.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise EvbenchError(f"{source}: {key} must be a non-negative number, got {value!r}")
+        return replace(cls(), **doc)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="sanitized figures: leave out events intended in the first S "
         "seconds (e.g. 10s), and say so in summary.json",
     )
+    analyze.add_argument(
+        "--thresholds",
+        type=Path,
+        default=None,
+        metavar="FILE.json",
+        help='override verdict thresholds, e.g. {"max_lost_ratio": 0.01}; the thresholds '
+        "used are printed in every summary.json",
+    )
 
     paces = commands.add_parser(
         "paces", help="list pace files with their steps, duration and events"
@@ -177,10 +185,19 @@ def _list_paces(paces_dir: Path | None) -> int:
     return 0
 
 
-def _analyze(path: Path, master: str, trim_s: float) -> int:
+def _analyze(path: Path, master: str, trim_s: float, thresholds_file: Path | None = None) -> int:
     # Spark is imported here only: the sender's gevent patching never meets it (DESIGN §2).
     from analysis.job import AnalyzeOptions, analyze, sut_dirs
     from analysis.spark import session
+    from analysis.verdicts import Thresholds
+
+    thresholds = Thresholds()
+    if thresholds_file is not None:
+        try:
+            text = thresholds_file.read_text()
+        except OSError as exc:
+            raise EvbenchError(f"{thresholds_file}: {exc.strerror}") from exc
+        thresholds = Thresholds.from_json(text, str(thresholds_file))
 
     targets = sut_dirs(path)
     _echo(
@@ -189,7 +206,7 @@ def _analyze(path: Path, master: str, trim_s: float) -> int:
     )
     spark = session(master)
     try:
-        analyze(spark, targets, AnalyzeOptions(trim_s=trim_s), _echo)
+        analyze(spark, targets, AnalyzeOptions(trim_s=trim_s, thresholds=thresholds), _echo)
     finally:
         spark.stop()
     from analysis.report import write_index, write_report
@@ -216,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_receiver(args)
         if args.command == "analyze":
-            return _analyze(args.path, args.spark_master, args.trim)
+            return _analyze(args.path, args.spark_master, args.trim, args.thresholds)
         if args.command == "run":
             from evbench.runner import RunOptions, run
 

@@ -14,6 +14,7 @@ from analysis.verdicts import (
     judge,
     slope_rise_ms,
 )
+from evbench.errors import EvbenchError
 
 T = Thresholds()
 
@@ -105,3 +106,25 @@ def test_breaking_point(name, verdicts, expected):
 )
 def test_slope_rise(seconds, values, expected):
     assert slope_rise_ms(seconds, values) == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1]", "JSON object"),
+        ("{nope", "not JSON"),
+        ('{"max_loss": 1}', "unknown thresholds max_loss"),
+        ('{"max_lost_ratio": "x"}', "non-negative number"),
+        ('{"min_events": -1}', "non-negative"),
+    ],
+)
+def test_thresholds_file_errors_name_the_problem(text, message):
+    with pytest.raises(EvbenchError, match=message):
+        Thresholds.from_json(text, "t.json")
+
+
+def test_thresholds_file_overrides_only_what_it_names():
+    t = Thresholds.from_json('{"max_lost_ratio": 0.05, "min_events": 10}')
+    assert (t.max_lost_ratio, t.min_events) == (0.05, 10)
+    assert t.max_send_failure_ratio == Thresholds().max_send_failure_ratio
+    assert judge(fig(lost=1000), t).verdict == HOLDS  # 1000 of 30000 acked is within 5 %
