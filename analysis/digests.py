@@ -33,12 +33,22 @@ P9999_MIN_SAMPLES = 10_000
 QUANTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999, "p9999": 0.9999}
 
 _CENTROID = pa.struct([("m", pa.float64()), ("c", pa.float64())])
-_DIGEST_ARROW = pa.schema([
-    ("sut", pa.string()), ("metric", pa.string()), ("step", pa.int32()), ("second", pa.int64()),
-    ("n", pa.int64()), ("min_ms", pa.float64()), ("max_ms", pa.float64()),
-    ("p50_ms", pa.float64()), ("p99_ms", pa.float64()), ("digest", pa.binary()),
-    ("centroids", pa.list_(_CENTROID)), ("top_ms", pa.list_(pa.float64())),
-])  # fmt: skip
+_DIGEST_ARROW = pa.schema(
+    [
+        ("sut", pa.string()),
+        ("metric", pa.string()),
+        ("step", pa.int32()),
+        ("second", pa.int64()),
+        ("n", pa.int64()),
+        ("min_ms", pa.float64()),
+        ("max_ms", pa.float64()),
+        ("p50_ms", pa.float64()),
+        ("p99_ms", pa.float64()),
+        ("digest", pa.binary()),
+        ("centroids", pa.list_(_CENTROID)),
+        ("top_ms", pa.list_(pa.float64())),
+    ]
+)
 # `second` is null on the row that holds the whole step's digest.
 DIGEST_SCHEMA = (
     "sut string, metric string, step int, second long, n long, min_ms double, max_ms double, "
@@ -105,8 +115,13 @@ def tail_figures(digest: fastdigest.TDigest, top: np.ndarray | None = None) -> d
     the kept top values; P99.99 under 10^4 samples is flagged as the max."""
     n = int(digest.n_values)
     if n == 0:
-        return {**{k: None for k in QUANTILES}, "max": None, "n": 0, "p9999_is_max": False,
-                "exact": []}  # fmt: skip
+        return {
+            **{k: None for k in QUANTILES},
+            "max": None,
+            "n": 0,
+            "p9999_is_max": False,
+            "exact": [],
+        }
     figures: dict = {}
     exact = []
     for name, q in QUANTILES.items():
@@ -157,9 +172,10 @@ def _digest_metric(
     )
     columns = [
         pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), centroid_values)
-        if name == "centroids" else pa.array(rows[name], type=_DIGEST_ARROW.field(name).type)
+        if name == "centroids"
+        else pa.array(rows[name], type=_DIGEST_ARROW.field(name).type)
         for name in _DIGEST_ARROW.names
-    ]  # fmt: skip
+    ]
     return pa.Table.from_arrays(columns, schema=_DIGEST_ARROW)
 
 
@@ -176,8 +192,9 @@ def _digest_step(table: pa.Table) -> pa.Table:
         present = ~np.asarray(column.is_null())
         if present.any():
             values = column.fill_null(0.0).to_numpy()[present]
-            parts.append(_digest_metric(sut, step, name.removesuffix("_ms"), seconds[present],
-                                        values))  # fmt: skip
+            parts.append(
+                _digest_metric(sut, step, name.removesuffix("_ms"), seconds[present], values)
+            )
     return pa.concat_tables(parts) if parts else _DIGEST_ARROW.empty_table()
 
 
@@ -193,10 +210,12 @@ def _cumulative_step(table: pa.Table) -> pa.Table:
     table = table.take(order)
     prefix = table.column("prefix")[0].as_py()
     running = from_bytes(prefix) if prefix is not None else merged([])
-    points = {name: [] for name in ("second", "n", "p50_ms", "p99_ms", "p999_ms", "p9999_ms",
-                                    "max_ms")}  # fmt: skip
-    for second, data in zip(table.column("second").to_pylist(), table.column("digest").to_pylist(),
-                            strict=True):  # fmt: skip
+    points = {
+        name: [] for name in ("second", "n", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
+    }
+    for second, data in zip(
+        table.column("second").to_pylist(), table.column("digest").to_pylist(), strict=True
+    ):
         running.merge_inplace(from_bytes(data))
         figures = tail_figures(running)
         points["second"].append(second)

@@ -21,8 +21,10 @@ THROUGHPUT_SERIES = (
     ("send_failures", "send failures", "#d62728"),
     ("lost", "delivery failures (lost)", "#9467bd"),
 )
-LATENCY_SERIES = (("publish", "P99.99 publish latency", "#ff7f0e"),
-                  ("e2e", "P99.99 end-to-end latency", "#8c564b"))  # fmt: skip
+LATENCY_SERIES = (
+    ("publish", "P99.99 publish latency", "#ff7f0e"),
+    ("e2e", "P99.99 end-to-end latency", "#8c564b"),
+)
 
 
 def step_spans(metrics: list[dict]) -> dict[int, tuple[int, int]]:
@@ -46,19 +48,31 @@ def six_series(
     figure = go.Figure()
     for metric, name, colour in LATENCY_SERIES:
         line = sorted((r for r in cumulative if r["metric"] == metric), key=lambda r: r["second"])
-        figure.add_trace(go.Scatter(
-            x=[r["second"] for r in line], y=[r["p9999_ms"] for r in line], name=name,
-            mode="lines", line={"color": colour, "width": 2}, yaxis="y",
-            customdata=[r["n"] for r in line],
-            hovertemplate="%{y:.2f} ms at %{x} s<br>n=%{customdata}<extra>" + name + "</extra>",
-        ))  # fmt: skip
+        figure.add_trace(
+            go.Scatter(
+                x=[r["second"] for r in line],
+                y=[r["p9999_ms"] for r in line],
+                name=name,
+                mode="lines",
+                line={"color": colour, "width": 2},
+                yaxis="y",
+                customdata=[r["n"] for r in line],
+                hovertemplate="%{y:.2f} ms at %{x} s<br>n=%{customdata}<extra>" + name + "</extra>",
+            )
+        )
     ordered = sorted(metrics, key=lambda r: r["second"])
     for column, name, colour in THROUGHPUT_SERIES:
-        figure.add_trace(go.Scatter(
-            x=[r["second"] for r in ordered], y=[r[column] for r in ordered], name=name,
-            mode="lines", line={"color": colour, "width": 1, "shape": "hv"}, yaxis="y2",
-            hovertemplate="%{y}/s at %{x} s<extra>" + name + "</extra>",
-        ))  # fmt: skip
+        figure.add_trace(
+            go.Scatter(
+                x=[r["second"] for r in ordered],
+                y=[r[column] for r in ordered],
+                name=name,
+                mode="lines",
+                line={"color": colour, "width": 1, "shape": "hv"},
+                yaxis="y2",
+                hovertemplate="%{y}/s at %{x} s<extra>" + name + "</extra>",
+            )
+        )
     _step_bands(figure, step_spans(metrics), steps, breaking_point_per_s)
     figure.update_layout(
         title=title,
@@ -85,21 +99,26 @@ def _step_bands(
             continue
         first, last = span
         figure.add_vrect(
-            x0=first, x1=last + 1, fillcolor=VERDICT_COLOURS.get(step["verdict"], "white"),
-            line_width=0, layer="below",
-            annotation_text=f"{step['target_rate_per_s']}/s", annotation_position="top left",
+            x0=first,
+            x1=last + 1,
+            fillcolor=VERDICT_COLOURS.get(step["verdict"], "white"),
+            line_width=0,
+            layer="below",
+            annotation_text=f"{step['target_rate_per_s']}/s",
+            annotation_position="top left",
             annotation_font_size=10,
-        )  # fmt: skip
+        )
         if (
             not marked
             and step["target_rate_per_s"] == breaking_point_per_s
             and (step["verdict"] == "breaks")
         ):
             figure.add_vline(
-                x=first, line={"color": "#d62728", "dash": "dash"},
+                x=first,
+                line={"color": "#d62728", "dash": "dash"},
                 annotation_text=f"breaking point {breaking_point_per_s}/s",
                 annotation_position="bottom right",
-            )  # fmt: skip
+            )
             marked = True
 
 
@@ -107,13 +126,20 @@ def latency_points(points: list[dict], title: str) -> go.Figure:
     """Every event's latency (or each time bucket's maximum, for long runs), WebGL-drawn."""
     start = min((p["t_ns"] for p in points), default=0)
     figure = go.Figure()
-    for column, name, colour in (("publish_ms", "publish latency", "#ff7f0e"),
-                                 ("e2e_ms", "end-to-end latency", "#8c564b")):  # fmt: skip
+    for column, name, colour in (
+        ("publish_ms", "publish latency", "#ff7f0e"),
+        ("e2e_ms", "end-to-end latency", "#8c564b"),
+    ):
         shown = [p for p in points if p[column] is not None]
-        figure.add_trace(go.Scattergl(
-            x=[(p["t_ns"] - start) / 1e9 for p in shown], y=[p[column] for p in shown],
-            mode="markers", name=name, marker={"size": 3, "color": colour, "opacity": 0.6},
-        ))  # fmt: skip
+        figure.add_trace(
+            go.Scattergl(
+                x=[(p["t_ns"] - start) / 1e9 for p in shown],
+                y=[p[column] for p in shown],
+                mode="markers",
+                name=name,
+                marker={"size": 3, "color": colour, "opacity": 0.6},
+            )
+        )
     bucketed = any(p["events"] > 1 for p in points)
     figure.update_layout(
         title=title + (" (per time bucket: the maximum)" if bucketed else ""),
@@ -128,17 +154,78 @@ def sender_health(steps: list[dict], title: str) -> go.Figure:
     """Did the instrument keep the pace? Achieved vs target rate, and lag p99, per step."""
     labels = [f"{s['step']}: {s['target_rate_per_s']}/s" for s in steps]
     figure = go.Figure()
-    figure.add_trace(go.Bar(x=labels, y=[s["target_rate_per_s"] for s in steps], name="target",
-                            marker_color="#c7c7c7"))  # fmt: skip
-    figure.add_trace(go.Bar(x=labels, y=[s["achieved_send_rate_per_s"] for s in steps],
-                            name="achieved send rate", marker_color="#1f77b4"))  # fmt: skip
-    figure.add_trace(go.Scatter(x=labels, y=[s["sender_lag_p99_ms"] for s in steps],
-                                name="sender lag p99 (ms)", yaxis="y2", mode="lines+markers",
-                                line={"color": "#d62728"}))  # fmt: skip
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=[s["target_rate_per_s"] for s in steps],
+            name="target",
+            marker_color="#c7c7c7",
+        )
+    )
+    figure.add_trace(
+        go.Bar(
+            x=labels,
+            y=[s["achieved_send_rate_per_s"] for s in steps],
+            name="achieved send rate",
+            marker_color="#1f77b4",
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=labels,
+            y=[s["sender_lag_p99_ms"] for s in steps],
+            name="sender lag p99 (ms)",
+            yaxis="y2",
+            mode="lines+markers",
+            line={"color": "#d62728"},
+        )
+    )
     figure.update_layout(
-        title=title, barmode="group",
+        title=title,
+        barmode="group",
         yaxis={"title": "events/s"},
         yaxis2={"title": "lag p99 (ms)", "overlaying": "y", "side": "right", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.3},
-    )  # fmt: skip
+    )
+    return figure
+
+
+def comparison(rows: list[dict]) -> go.Figure:
+    """The same SUTs across runs: max sustainable rate (bars) and e2e P99.99 (markers)."""
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    suts = sorted({r["sut"] for r in rows})
+    figure = go.Figure()
+    for run in runs:
+        by_sut = {r["sut"]: r for r in rows if r["run"] == run}
+        figure.add_trace(
+            go.Bar(
+                x=suts,
+                y=[(by_sut.get(s) or {}).get("max_sustainable_rate_per_s") for s in suts],
+                name=f"{run}: max sustainable rate",
+                customdata=[(by_sut.get(s) or {}).get("breaking_point_per_s") for s in suts],
+                hovertemplate="%{y}/s, breaks at %{customdata}/s<extra>" + run + "</extra>",
+            )
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=suts,
+                y=[(by_sut.get(s) or {}).get("p9999_e2e_ms") for s in suts],
+                yaxis="y2",
+                mode="markers",
+                marker={"size": 11, "symbol": "diamond"},
+                name=f"{run}: e2e P99.99 (ms)",
+            )
+        )
+    figure.update_layout(
+        title="Runs compared",
+        barmode="group",
+        yaxis={"title": "max sustainable rate (events/s)"},
+        yaxis2={
+            "title": "e2e P99.99 (ms)",
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+        },
+        legend={"orientation": "h", "y": -0.2},
+    )
     return figure

@@ -126,17 +126,19 @@ def analyze(
     step_sketch = {
         (r["sut"], r["metric"], r["step"]): (from_bytes(r["digest"]), np.asarray(r["top_ms"]))
         for r in digests.where(F.col("second").isNull())
-        .select("sut", "metric", "step", "digest", "top_ms").collect()
-    }  # fmt: skip
+        .select("sut", "metric", "step", "digest", "top_ms")
+        .collect()
+    }
     step_digest = {key: digest for key, (digest, _) in step_sketch.items()}
     order = {key: [t["step"] for t in rows] for key, rows in totals.items()}
     prefixes = spark.createDataFrame(prefix_digests(step_digest, order), PREFIX_SCHEMA)
     cumulative = _by_sut(r.asDict() for r in cumulative_lines(seconds, prefixes).collect())
     e2e_points = _by_sut(
         r.asDict()
-        for r in seconds.where(F.col("metric") == "e2e").select("sut", "step", "second", "p50_ms")
+        for r in seconds.where(F.col("metric") == "e2e")
+        .select("sut", "step", "second", "p50_ms")
         .collect()
-    )  # fmt: skip
+    )
     foreign_counts = {
         r["sut"]: r["count"] for r in foreign_deliveries(joined).groupBy("sut").count().collect()
     }
@@ -159,9 +161,14 @@ def analyze(
             out / "cumulative.parquet",
             sorted(cumulative.get(key, []), key=lambda r: (r["metric"], r["second"])),
         )
-        summary = _summary(run, opts, totals.get(key, []), foreign_counts.get(key, 0),
-                           {(m, st): d for (k, m, st), d in step_sketch.items() if k == key},
-                           e2e_points.get(key, []))  # fmt: skip
+        summary = _summary(
+            run,
+            opts,
+            totals.get(key, []),
+            foreign_counts.get(key, 0),
+            {(m, st): d for (k, m, st), d in step_sketch.items() if k == key},
+            e2e_points.get(key, []),
+        )
         _write_steps_csv(out / "steps.csv", summary["steps"])
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         echo(_headline(summary))

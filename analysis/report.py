@@ -15,7 +15,8 @@ import plotly
 import plotly.offline
 import pyarrow.parquet as pq
 
-from analysis.figures import latency_points, sender_health, six_series
+from analysis.figures import comparison, latency_points, sender_health, six_series
+from evbench.errors import EvbenchError
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
@@ -76,16 +77,27 @@ def _latency_cell(figures: dict) -> str:
 
 
 def _steps_table(steps: list[dict]) -> str:
-    columns = ["step", "target_rate_per_s", "achieved_send_rate_per_s", "delivered_rate_per_s",
-               "send_failures", "lost", "duplicates", "sender_lag_p99_ms", "p9999_e2e_ms",
-               "e2e_n", "verdict"]  # fmt: skip
+    columns = [
+        "step",
+        "target_rate_per_s",
+        "achieved_send_rate_per_s",
+        "delivered_rate_per_s",
+        "send_failures",
+        "lost",
+        "duplicates",
+        "sender_lag_p99_ms",
+        "p9999_e2e_ms",
+        "e2e_n",
+        "verdict",
+    ]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "<th>why</th>"
     rows = []
     for step in steps:
         cells = "".join(f"<td>{html.escape(str(step.get(c)))}</td>" for c in columns)
         why = html.escape("; ".join(step.get("reasons", [])))
-        rows.append(f"<tr class='{html.escape(step['verdict'])}'>{cells}"
-                    f"<td class='text'>{why}</td></tr>")  # fmt: skip
+        rows.append(
+            f"<tr class='{html.escape(step['verdict'])}'>{cells}<td class='text'>{why}</td></tr>"
+        )
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
@@ -102,9 +114,11 @@ def _counts_table(summary: dict) -> str:
         + "".join(f"<td>{fig.get(k)}</td>" for k in ("p50", "p99", "p999", "p9999", "max", "n"))
         + "</tr>"
         for name, fig in lat.items()
-    )  # fmt: skip
-    return (f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
-            f"<table><tr>{lat_head}</tr>{lat_rows}</table>")  # fmt: skip
+    )
+    return (
+        f"<table><tr>{head}</tr><tr>{cells}</tr></table>"
+        f"<table><tr>{lat_head}</tr>{lat_rows}</table>"
+    )
 
 
 def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
@@ -112,8 +126,13 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
     summary, metrics, cumulative, points = _load(analysis_dir)
     runs_root = runs_root or sut_dir.parent.parent
     name = f"{summary['run_id']} · {summary['sut']} · {summary['pace']}"
-    six = six_series(metrics, cumulative, summary["steps"], summary["breaking_point_per_s"],
-                     f"{summary['sut']}: {headline(summary)}")  # fmt: skip
+    six = six_series(
+        metrics,
+        cumulative,
+        summary["steps"],
+        summary["breaking_point_per_s"],
+        f"{summary['sut']}: {headline(summary)}",
+    )
     trimmed = f"<p class='note'>{html.escape(summary['trimmed'])}</p>" if summary["trimmed"] else ""
     body = (
         f"<h1>{html.escape(name)}</h1>"
@@ -154,8 +173,9 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
             f"<td>{counts['send_failures']}</td><td>{counts['lost']}</td>"
             f"<td>{counts['duplicates']}</td></tr>"
         )
-        figure = six_series(metrics, cumulative, summary["steps"], summary["breaking_point_per_s"],
-                            summary["sut"])  # fmt: skip
+        figure = six_series(
+            metrics, cumulative, summary["steps"], summary["breaking_point_per_s"], summary["sut"]
+        )
         figure.update_layout(height=420)
         graphs.append(f"<div>{_figure_html(figure, 'six-' + sut_dir.name)}</div>")
     body = (
@@ -169,3 +189,79 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     path = run_dir / "index.html"
     path.write_text(_page(run_dir.name, plotly_js(runs_root), run_dir, body))
     return path
+
+
+def comparison_rows(run_dirs: list[Path]) -> list[dict]:
+    """One row per (run, SUT) from each analysed summary.json."""
+    rows = []
+    for run_dir in run_dirs:
+        summaries = sorted(run_dir.glob("*/analysis/summary.json"))
+        if not summaries:
+            raise EvbenchError(
+                f"{run_dir}: no analysed SUTs; run `evbench analyze {run_dir}` first"
+            )
+        for path in summaries:
+            summary = json.loads(path.read_text())
+            e2e = summary["latency_ms"]["e2e"]
+            rows.append(
+                {
+                    "run": run_dir.name,
+                    "sut": summary["sut"],
+                    "breaking_point_per_s": summary["breaking_point_per_s"],
+                    "max_sustainable_rate_per_s": summary["max_sustainable_rate_per_s"],
+                    "p9999_e2e_ms": e2e["p9999"],
+                    "e2e_n": e2e["n"],
+                    "p9999_is_max": e2e["p9999_is_max"],
+                    "send_failures": summary["counts"]["send_failures"],
+                    "lost": summary["counts"]["lost"],
+                    "report": path.parent / "report.html",
+                }
+            )
+    return rows
+
+
+def comparison_text(rows: list[dict]) -> str:
+    """A plain table for the terminal: one line per SUT, one column per run."""
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    cells = {(r["sut"], r["run"]): _comparison_cell(r) for r in rows}
+    suts = sorted({r["sut"] for r in rows})
+    table = [["sut", *runs]] + [
+        [sut, *(cells.get((sut, run), "-") for run in runs)] for sut in suts
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return "\n".join(
+        " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def _comparison_cell(row: dict) -> str:
+    point = row["breaking_point_per_s"]
+    verdict = f"breaks at {point}/s" if point else "held"
+    tail = "max" if row["p9999_is_max"] else "p99.99"
+    return (
+        f"{verdict}, max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s, "
+        f"e2e {tail} {row['p9999_e2e_ms']} ms"
+    )
+
+
+def write_comparison(rows: list[dict], out: Path) -> Path:
+    runs_root = out.parent
+    table = "".join(
+        f"<tr><td class='text'>{html.escape(r['run'])}</td><td class='text'>"
+        f"<a href='{html.escape(os.path.relpath(r['report'], runs_root))}'>"
+        f"{html.escape(r['sut'])}</a></td><td>{r['breaking_point_per_s'] or '-'}</td>"
+        f"<td>{r['max_sustainable_rate_per_s'] or '-'}</td>"
+        f"<td>{html.escape(str(r['p9999_e2e_ms']))} ms{' (max)' if r['p9999_is_max'] else ''}"
+        f" (n={r['e2e_n']})</td><td>{r['send_failures']}</td><td>{r['lost']}</td></tr>"
+        for r in rows
+    )
+    body = (
+        "<h1>Runs compared</h1><table><tr><th>run</th><th>SUT</th><th>breaking point</th>"
+        "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th></tr>"
+        + table
+        + "</table>"
+        + _figure_html(comparison(rows), "comparison")
+    )
+    out.write_text(_page("Runs compared", plotly_js(runs_root), runs_root, body))
+    return out

@@ -144,6 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
         "used are printed in every summary.json",
     )
 
+    compare = commands.add_parser(
+        "compare",
+        help="the same SUTs across analysed runs: breaking points and P99.99 side by side",
+        description="Print one line per SUT with each run's breaking point, max sustainable "
+        "rate and e2e P99.99, and write an HTML comparison (default runs/compare.html).",
+    )
+    compare.add_argument("runs", type=Path, nargs="+", help="analysed run directories")
+    compare.add_argument("--out", type=Path, default=None, help="HTML file to write")
+
     paces = commands.add_parser(
         "paces", help="list pace files with their steps, duration and events"
     )
@@ -232,6 +241,14 @@ def main(argv: list[str] | None = None) -> int:
             from receivers.cli import run as run_receiver
 
             return run_receiver(args)
+        if args.command == "compare":
+            from analysis.report import comparison_rows, comparison_text, write_comparison
+
+            rows = comparison_rows(args.runs)
+            print(comparison_text(rows))
+            out = args.out or args.runs[0].parent / "compare.html"
+            _echo(f"  -> {write_comparison(rows, out)}")
+            return 0
         if args.command == "analyze":
             return _analyze(args.path, args.spark_master, args.trim, args.thresholds)
         if args.command == "run":

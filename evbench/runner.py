@@ -209,17 +209,27 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
 
 def _sender_argv(opts: RunOptions, sut_dir: SutDir, base_url: str) -> list[str]:
     return [
-        sys.executable, "-m", "loadgen",
-        "--target", f"{base_url}/",
-        "--pace", opts.pace.spec,
-        "--out", str(sut_dir.sent),
-        "--payload-bytes", str(opts.payload_bytes),
-        "--step-gap", str(opts.step_gap_s),
-        "--max-inflight", str(opts.max_inflight),
-        "--request-timeout", str(opts.request_timeout_s),
-        "--drain-timeout", str(opts.drain_timeout_s),
+        sys.executable,
+        "-m",
+        "loadgen",
+        "--target",
+        f"{base_url}/",
+        "--pace",
+        opts.pace.spec,
+        "--out",
+        str(sut_dir.sent),
+        "--payload-bytes",
+        str(opts.payload_bytes),
+        "--step-gap",
+        str(opts.step_gap_s),
+        "--max-inflight",
+        str(opts.max_inflight),
+        "--request-timeout",
+        str(opts.request_timeout_s),
+        "--drain-timeout",
+        str(opts.drain_timeout_s),
         *(["--warmup", opts.warmup] if opts.warmup else []),
-    ]  # fmt: skip
+    ]
 
 
 def _follow_sender(

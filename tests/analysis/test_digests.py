@@ -45,8 +45,10 @@ def _frame(spark, values, seconds, steps, sut="x"):
 def test_tail_accuracy_through_spark(spark, n, seed):
     values = _spiky_latencies(n, seed)
     seconds = np.arange(n) * 200 // n  # 200 seconds in 4 steps of 50
-    rows = [r.asDict() for r in step_digests(_frame(spark, values, seconds, seconds // 50 + 1))
-            .collect()]  # fmt: skip
+    rows = [
+        r.asDict()
+        for r in step_digests(_frame(spark, values, seconds, seconds // 50 + 1)).collect()
+    ]
     per_second = [r for r in rows if r["second"] is not None]
     per_step = [r for r in rows if r["second"] is None]
     assert len(per_second) == 200 and sum(r["n"] for r in per_second) == n
@@ -101,8 +103,10 @@ def test_cumulative_line_continues_across_steps_and_suts_stay_apart(spark):
     prefixes = spark.createDataFrame(
         prefix_digests(per_step, {"a": [1, 2], "b": [1, 2]}), PREFIX_SCHEMA
     )
-    points = [r.asDict() for r in cumulative_lines(digests.where("second is not null"), prefixes)
-              .collect()]  # fmt: skip
+    points = [
+        r.asDict()
+        for r in cumulative_lines(digests.where("second is not null"), prefixes).collect()
+    ]
     line = sorted((p for p in points if p["sut"] == "a"), key=lambda p: p["second"])
     assert [p["second"] for p in line] == list(range(6))
     assert [p["n"] for p in line] == [1000 * (s + 1) for s in range(6)]

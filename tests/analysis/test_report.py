@@ -7,15 +7,31 @@ import subprocess
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from analysis.report import write_index, write_report
+from analysis.report import (
+    comparison_rows,
+    comparison_text,
+    write_comparison,
+    write_index,
+    write_report,
+)
+from evbench.errors import EvbenchError
 from tests.analysis.crafted import craft
 
 BROWSER_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--enable-logging=stderr", "--v=0", "--virtual-time-budget=15000",
-    "--use-angle=swiftshader", "--enable-unsafe-swiftshader",  # WebGL for the points view
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=15000",
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",  # WebGL for the points view
+]
 
 
 def _chromium() -> str:
@@ -27,10 +43,17 @@ def _chromium() -> str:
 
 def _render(page, tmp_path) -> tuple[str, list[str]]:
     result = subprocess.run(
-        [_chromium(), *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-         page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            _chromium(),
+            *BROWSER_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
     return result.stdout, console
@@ -70,3 +93,24 @@ def test_index_shows_every_sut(reports, tmp_path):
     assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
     assert _drawn(dom, "six-direct")
     assert "analysis/report.html" in dom
+
+
+def test_compare_two_runs(spark, tmp_path):
+    root = tmp_path / "runs"
+    first, _ = craft(root)
+    second_run = first.parent.rename(root / "run-y-p")
+    craft(root)  # run-x-p again, beside run-y-p
+    analyze(spark, [root / "run-x-p" / "direct", second_run / "direct"], AnalyzeOptions())
+    rows = comparison_rows([root / "run-x-p", second_run])
+    assert [(r["run"], r["sut"], r["breaking_point_per_s"]) for r in rows] == [
+        ("run-x-p", "direct", 400),
+        ("run-y-p", "direct", 400),
+    ]
+    text = comparison_text(rows)
+    assert "direct" in text and text.count("breaks at 400/s, max sustainable 200/s") == 2
+    page = write_comparison(rows, root / "compare.html")
+    dom, console = _render(page, tmp_path)
+    assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
+    assert _drawn(dom, "comparison")
+    with pytest.raises(EvbenchError, match="evbench analyze"):
+        comparison_rows([tmp_path])

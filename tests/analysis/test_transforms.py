@@ -170,8 +170,14 @@ def test_suts_sharing_ids_stay_apart(spark):
     only_x = with_run_columns(received, "x", T0)
     joined = join_deliveries(both_sent, first_deliveries(only_x))
     events = with_outcomes(measured(sent_events(joined)))
-    lost = {r["sut"]: r["n"] for r in events.where("lost").groupBy("sut").count()
-            .withColumnRenamed("count", "n").collect()}  # fmt: skip
+    lost = {
+        r["sut"]: r["n"]
+        for r in events.where("lost")
+        .groupBy("sut")
+        .count()
+        .withColumnRenamed("count", "n")
+        .collect()
+    }
     assert lost == {"x": 1, "y": 3}  # y received nothing: its three acked events are lost
     rows = {
         r["sut"]: r["second"]
