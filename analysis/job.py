@@ -47,7 +47,14 @@ from analysis.transforms import (
     with_latencies,
     with_outcomes,
 )
-from analysis.verdicts import StepFigures, Thresholds, breaking_point, judge, slope_rise_ms
+from analysis.verdicts import (
+    StepFigures,
+    Thresholds,
+    breaking_point,
+    judge,
+    slope_rise_ms,
+    verdict_text,
+)
 from evbench.errors import EvbenchError
 from evbench.formulas import achieved_rate_per_s
 from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
@@ -347,12 +354,7 @@ def _write_steps_csv(path: Path, steps: list[dict]) -> None:
 
 def _headline(summary: dict) -> str:
     e2e = summary["latency_ms"]["e2e"]
-    point = summary["breaking_point_per_s"]
-    verdict = (
-        f"breaks at {point}/s, max sustainable {summary['max_sustainable_rate_per_s']}/s"
-        if point
-        else f"held every judged step (max sustainable {summary['max_sustainable_rate_per_s']}/s)"
-    )
+    verdict = verdict_text(summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"])
     tail = "max" if e2e["p9999_is_max"] else "P99.99"
     c = summary["counts"]
     return (

@@ -16,6 +16,7 @@ import plotly.offline
 import pyarrow.parquet as pq
 
 from analysis.figures import comparison, latency_points, sender_health, six_series
+from analysis.verdicts import verdict_text
 from evbench.errors import EvbenchError
 
 _STYLE = """
@@ -62,11 +63,7 @@ def _load(analysis_dir: Path) -> tuple[dict, list[dict], list[dict], list[dict]]
 
 
 def headline(summary: dict) -> str:
-    point = summary["breaking_point_per_s"]
-    sustainable = summary["max_sustainable_rate_per_s"]
-    if point:
-        return f"breaks at {point}/s; max sustainable {sustainable}/s"
-    return f"held every judged step; max sustainable {sustainable}/s"
+    return verdict_text(summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"])
 
 
 def _latency_cell(figures: dict) -> str:

@@ -153,3 +153,17 @@ def slope_rise_ms(seconds: Sequence[float], values_ms: Sequence[float]) -> float
         sum((t - mean_t) * (v - mean_v) for t, v in zip(seconds, values_ms, strict=True)) / var_t
     )
     return slope * (max(seconds) - min(seconds))
+
+
+def verdict_text(breaking_point_per_s: int | None, max_sustainable_rate_per_s: int | None) -> str:
+    """The one-line verdict every report and summary line uses."""
+    sustainable = (
+        f"max sustainable {max_sustainable_rate_per_s}/s"
+        if max_sustainable_rate_per_s
+        else "no lower step held"
+    )
+    if breaking_point_per_s:
+        return f"breaks at {breaking_point_per_s}/s; {sustainable}"
+    if max_sustainable_rate_per_s:
+        return f"held every judged step; {sustainable}"
+    return "no step could be judged (sender-limited or too few events)"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from evbench.errors import EvbenchError
-from evbench.layout import default_runs_dir
+from evbench.layout import default_runs_dir, next_run_id
 from loadgen.pace import default_paces_dir, list_pace_files, parse_pace, resolve_pace
 
 _EPILOG = """\
@@ -153,6 +153,25 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("runs", type=Path, nargs="+", help="analysed run directories")
     compare.add_argument("--out", type=Path, default=None, help="HTML file to write")
 
+    legacy = commands.add_parser(
+        "import-knative",
+        help="turn 2019 Knative performance results into a run that analyze and reports handle",
+        description="Read a 2019 mako-stub CSV, or a directory of the processed two-column "
+        "files (points-publish-latency.csv, points-delivery-latency.csv, …), into "
+        "runs/<run-id>-knative-2019/<sut>/, then analyse it.",
+    )
+    legacy.add_argument("source", type=Path, help="a mako-stub CSV or a processed directory")
+    legacy.add_argument("--sut", default="imported", help="SUT name, e.g. channel-imc")
+    legacy.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
+    legacy.add_argument("--runs-dir", type=Path, default=None, help="default ./runs")
+    legacy.add_argument(
+        "--pace",
+        default=None,
+        help="the pace the data was taken at (e.g. 1k-2k) to name each step's "
+        "rate; without it, rates are inferred from the data",
+    )
+    legacy.add_argument("--no-analyze", action="store_true", help="only write the records")
+
     paces = commands.add_parser(
         "paces", help="list pace files with their steps, duration and events"
     )
@@ -241,6 +260,17 @@ def main(argv: list[str] | None = None) -> int:
             from receivers.cli import run as run_receiver
 
             return run_receiver(args)
+        if args.command == "import-knative":
+            from evbench.knative import import_knative
+
+            runs_dir = args.runs_dir or default_runs_dir()
+            rates = None
+            if args.pace:
+                rates = [s.rate_per_s for s in resolve_pace(args.pace).steps]
+            run_id = args.run_id or next_run_id(runs_dir, "knative-2019")
+            sut_dir = import_knative(args.source, runs_dir, run_id, args.sut, rates)
+            _echo(f"imported {args.source} -> {sut_dir}")
+            return 0 if args.no_analyze else _analyze(sut_dir, "local[*]", 0.0)
         if args.command == "compare":
             from analysis.report import comparison_rows, comparison_text, write_comparison
 

@@ -114,3 +114,20 @@ def test_compare_two_runs(spark, tmp_path):
     assert _drawn(dom, "comparison")
     with pytest.raises(EvbenchError, match="evbench analyze"):
         comparison_rows([tmp_path])
+
+
+def test_imported_2019_results_are_analysed_and_reported(spark, tmp_path):
+    from evbench.knative import import_knative
+    from tests.evbench.test_knative import _processed_dir
+
+    source, published, delivered, failed = _processed_dir(tmp_path)
+    sut = import_knative(source, tmp_path / "runs", "run-2", "channel-imc", [100, 200])
+    (summary,) = analyze(spark, [sut], AnalyzeOptions())
+    counts = summary["counts"]
+    assert counts["send_failures"] == failed and counts["acked"] == published
+    assert counts["received"] == delivered and counts["lost"] == published - delivered
+    e2e = summary["latency_ms"]["e2e"]
+    assert e2e["n"] == delivered and 20 <= e2e["p50"] <= 30  # intended = sent in 2019 data
+    dom, console = _render(write_report(sut), tmp_path)
+    assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
+    assert _drawn(dom, "six-series")

@@ -13,6 +13,7 @@ from analysis.verdicts import (
     breaking_point,
     judge,
     slope_rise_ms,
+    verdict_text,
 )
 from evbench.errors import EvbenchError
 
@@ -128,3 +129,16 @@ def test_thresholds_file_overrides_only_what_it_names():
     assert (t.max_lost_ratio, t.min_events) == (0.05, 10)
     assert t.max_send_failure_ratio == Thresholds().max_send_failure_ratio
     assert judge(fig(lost=1000), t).verdict == HOLDS  # 1000 of 30000 acked is within 5 %
+
+
+@pytest.mark.parametrize(
+    ("point", "sustainable", "text"),
+    [
+        (1300, 1200, "breaks at 1300/s; max sustainable 1200/s"),
+        (1000, None, "breaks at 1000/s; no lower step held"),
+        (None, 2000, "held every judged step; max sustainable 2000/s"),
+        (None, None, "no step could be judged"),
+    ],
+)
+def test_verdict_text(point, sustainable, text):
+    assert verdict_text(point, sustainable).startswith(text)
