@@ -32,6 +32,7 @@ from analysis.digests import (
     step_digests,
     tail_figures,
 )
+from analysis.export import export_knative
 from analysis.load import load_records, with_run_columns
 from analysis.transforms import (
     first_deliveries,
@@ -73,6 +74,7 @@ SUMMARY_LATENCIES = {
 @dataclass(frozen=True)
 class AnalyzeOptions:
     trim_s: float = 0.0
+    export_knative: bool = False
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
@@ -153,6 +155,9 @@ def analyze(
     buckets = spark.createDataFrame(widths, "sut string, bucket_ns long")
     points = _by_sut(r.asDict() for r in latency_points(events, buckets).collect())
     _write_digests(seconds, {key: path for key, (path, _) in runs.items()})
+    if opts.export_knative:
+        starts = {key: int(run["schedule"]["start_ns"]) for key, (_, run) in runs.items()}
+        export_knative(events, cumulative, starts, {key: path for key, (path, _) in runs.items()})
     joined.unpersist()
     digests.unpersist()
 

@@ -8,7 +8,7 @@ SUTs of a run go through one chain of jobs together.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from evbench.records import INFLIGHT_CAP_ERROR
@@ -201,4 +201,16 @@ def latency_points(events: DataFrame, bucket_ns: DataFrame) -> DataFrame:
             F.max("e2e_ms").alias("e2e_ms"),
         )
         .drop("bucket")
+    )
+
+
+def trailing_throughput(df: DataFrame, time_col: str) -> DataFrame:
+    """The 2019 throughput: at each event's time t, the number of events in (t - 1 s, t].
+
+    One sample per event, so the line shows oscillation that per-second buckets would hide.
+    Needs every event of a SUT in one ordered window: for exports, not for the main job.
+    """
+    window = Window.partitionBy("sut").orderBy("t_ns").rangeBetween(-(NS_PER_S - 1), 0)
+    return df.select("sut", F.col(time_col).alias("t_ns")).withColumn(
+        "per_s", F.count(F.lit(1)).over(window)
     )

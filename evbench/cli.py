@@ -136,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
         "seconds (e.g. 10s), and say so in summary.json",
     )
     analyze.add_argument(
+        "--export-knative",
+        action="store_true",
+        help="also write the 2019 two-column files (analysis/knative/*.csv) for gnuplot scripts",
+    )
+    analyze.add_argument(
         "--thresholds",
         type=Path,
         default=None,
@@ -213,7 +218,13 @@ def _list_paces(paces_dir: Path | None) -> int:
     return 0
 
 
-def _analyze(path: Path, master: str, trim_s: float, thresholds_file: Path | None = None) -> int:
+def _analyze(
+    path: Path,
+    master: str,
+    trim_s: float,
+    thresholds_file: Path | None = None,
+    export_knative: bool = False,
+) -> int:
     # Spark is imported here only: the sender's gevent patching never meets it (DESIGN §2).
     from analysis.job import AnalyzeOptions, analyze, sut_dirs
     from analysis.spark import session
@@ -234,7 +245,12 @@ def _analyze(path: Path, master: str, trim_s: float, thresholds_file: Path | Non
     )
     spark = session(master)
     try:
-        analyze(spark, targets, AnalyzeOptions(trim_s=trim_s, thresholds=thresholds), _echo)
+        analyze(
+            spark,
+            targets,
+            AnalyzeOptions(trim_s=trim_s, thresholds=thresholds, export_knative=export_knative),
+            _echo,
+        )
     finally:
         spark.stop()
     from analysis.report import write_index, write_report
@@ -280,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
             _echo(f"  -> {write_comparison(rows, out)}")
             return 0
         if args.command == "analyze":
-            return _analyze(args.path, args.spark_master, args.trim, args.thresholds)
+            return _analyze(
+                args.path, args.spark_master, args.trim, args.thresholds, args.export_knative
+            )
         if args.command == "run":
             from evbench.runner import RunOptions, run
 

@@ -8,7 +8,10 @@ import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
 from evbench.errors import EvbenchError, RecordFileError
-from tests.analysis.crafted import craft
+from evbench.knative import import_knative
+from evbench.parquet import read_parts
+from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from tests.analysis.crafted import T0, craft
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +93,36 @@ def test_run_directory_lists_its_suts_and_rejects_others(tmp_path):
     assert sut_dirs(sut.parent) == [sut] and sut_dirs(sut) == [sut]
     with pytest.raises(EvbenchError, match="neither"):
         sut_dirs(tmp_path / "nothing")
+
+
+def test_export_knative_two_column_files(spark, tmp_path):
+    sut, expected = craft(tmp_path)
+    summary = analyze_sut(spark, sut, AnalyzeOptions(export_knative=True))
+    out = sut / "analysis" / "knative"
+
+    def rows(name):
+        lines = (out / name).read_text().splitlines()
+        return [(float(x), float(y)) for x, y in (line.split(",") for line in lines)]
+
+    publish = rows("points-publish-latency.csv")
+    assert len(publish) == expected["acked"]
+    assert [x for x, _ in publish] == sorted(x for x, _ in publish)
+    assert {round(y, 6) for _, y in publish} == {2.0}
+    assert publish[0][0] == pytest.approx(T0 / 1e6 + 0.1, abs=1e-3)  # ms since the epoch
+    delivery = rows("points-delivery-latency.csv")
+    assert len(delivery) == summary["counts"]["received"]
+    sends = rows("send-throughput.csv")
+    assert len(sends) == summary["counts"]["sent"]
+    assert sends[0][1] == 1 and max(y for _, y in sends) == 400  # trailing 1 s at 400/s
+    assert len(rows("send-failure-throughput.csv")) == expected["failures"]
+    assert len(rows("delivery-failure-throughput.csv")) == expected["lost"]
+    line = rows("p99-99-delivery-latency.csv")
+    assert line and [x for x, _ in line] == sorted(x for x, _ in line)
+    assert {"p99-publish-latency.csv", "p99-9-delivery-latency.csv"} <= {
+        p.name for p in out.iterdir()
+    }
+    # the export reads back through the 2019 importer: same events, same outcomes
+    back = import_knative(out, tmp_path / "again", "rt", "direct", [200, 400])
+    sent = read_parts(back / "sent", SENT_FIELDS).to_pylist()
+    assert len(sent) == expected["acked"] + expected["failures"]
+    assert len(read_parts(back / "received", RECEIVED_FIELDS)) == summary["counts"]["received"]

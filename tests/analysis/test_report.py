@@ -1,9 +1,5 @@
 """Reports open in a real headless Chromium without console errors, every plot drawn."""
 
-import re
-import shutil
-import subprocess
-
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
@@ -16,53 +12,7 @@ from analysis.report import (
 )
 from evbench.errors import EvbenchError
 from tests.analysis.crafted import craft
-
-BROWSER_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-logging=stderr",
-    "--v=0",
-    "--virtual-time-budget=15000",
-    "--use-angle=swiftshader",
-    "--enable-unsafe-swiftshader",  # WebGL for the points view
-]
-
-
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.fail("chromium is not installed: `make test` installs Debian's chromium")
-    return path
-
-
-def _render(page, tmp_path) -> tuple[str, list[str]]:
-    result = subprocess.run(
-        [
-            _chromium(),
-            *BROWSER_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
-    return result.stdout, console
-
-
-def _drawn(dom: str, div_id: str) -> bool:
-    """Plotly marks a div it has drawn with js-plotly-plot and fills it with main-svg layers."""
-    tag = re.search(rf'<div[^>]*id="{re.escape(div_id)}"[^>]*>', dom)
-    return tag is not None and "js-plotly-plot" in tag.group(0)
+from tests.browser import console_errors, drawn, render
 
 
 @pytest.fixture(scope="module")
@@ -75,11 +25,11 @@ def reports(spark, tmp_path_factory):
 
 def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
     root, report, _ = reports
-    dom, console = _render(report, tmp_path)
-    errors = [line for line in console if re.search(r"error|uncaught", line, re.I)]
+    dom, console = render(report, tmp_path)
+    errors = console_errors(console)
     assert errors == []
     for div_id in ("six-series", "latency-points", "sender-health"):
-        assert _drawn(dom, div_id), div_id
+        assert drawn(dom, div_id), div_id
     assert dom.count('class="main-svg"') >= 3
     assert "breaks at 400/s" in dom and "max sustainable 200/s" in dom
     # offline: one shared plotly.js under runs/, referenced relatively
@@ -89,9 +39,9 @@ def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
 
 def test_index_shows_every_sut(reports, tmp_path):
     _, _, index = reports
-    dom, console = _render(index, tmp_path)
-    assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
-    assert _drawn(dom, "six-direct")
+    dom, console = render(index, tmp_path)
+    assert console_errors(console) == []
+    assert drawn(dom, "six-direct")
     assert "analysis/report.html" in dom
 
 
@@ -109,9 +59,9 @@ def test_compare_two_runs(spark, tmp_path):
     text = comparison_text(rows)
     assert "direct" in text and text.count("breaks at 400/s, max sustainable 200/s") == 2
     page = write_comparison(rows, root / "compare.html")
-    dom, console = _render(page, tmp_path)
-    assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
-    assert _drawn(dom, "comparison")
+    dom, console = render(page, tmp_path)
+    assert console_errors(console) == []
+    assert drawn(dom, "comparison")
     with pytest.raises(EvbenchError, match="evbench analyze"):
         comparison_rows([tmp_path])
 
@@ -128,6 +78,6 @@ def test_imported_2019_results_are_analysed_and_reported(spark, tmp_path):
     assert counts["received"] == delivered and counts["lost"] == published - delivered
     e2e = summary["latency_ms"]["e2e"]
     assert e2e["n"] == delivered and 20 <= e2e["p50"] <= 30  # intended = sent in 2019 data
-    dom, console = _render(write_report(sut), tmp_path)
-    assert [line for line in console if re.search(r"error|uncaught", line, re.I)] == []
-    assert _drawn(dom, "six-series")
+    dom, console = render(write_report(sut), tmp_path)
+    assert console_errors(console) == []
+    assert drawn(dom, "six-series")

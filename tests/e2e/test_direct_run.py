@@ -12,6 +12,7 @@ from evbench.parquet import part_files, read_parts
 from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
+from tests.browser import console_errors, drawn, render
 from tests.conftest import wait_until
 
 PACE = "200:2,400:2"
@@ -93,6 +94,9 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     assert "direct:" in err and "report.html" in err
     assert (sut_dir / "analysis" / "report.html").is_file()
     assert (sut_dir.parent / "index.html").is_file()
+    dom, console = render(sut_dir / "analysis" / "report.html", tmp_path)
+    assert console_errors(console) == []
+    assert all(drawn(dom, div) for div in ("six-series", "latency-points", "sender-health"))
 
 
 def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
