@@ -10,6 +10,10 @@ T0 = 1_750_000_000 * S
 STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them
 
 
+def sent_row(eid, seq, step, rate, intended, sent, ack, status, error):
+    return (eid, seq, step, False, rate, intended, sent, ack, status, error, 0, 8192)
+
+
 def craft(root):
     """Step 1 is clean. Step 2 loses every 20th acked event, fails every 50th, duplicates
     every 100th delivery; plus 7 foreign deliveries and a warmup that must not count."""
@@ -32,53 +36,19 @@ def craft(root):
             fail = number == 2 and i % 50 == 49
             lose = number == 2 and not fail and i % 20 == 0
             cap = number == 2 and i == 1  # one slot refused by the in-flight cap
+
             if cap:
-                row = (
-                    eid,
-                    seq,
-                    number,
-                    False,
-                    rate,
-                    intended,
-                    None,
-                    None,
-                    0,
-                    INFLIGHT_CAP_ERROR,
-                    0,
-                    8192,
-                )
+                row = sent_row(eid, seq, number, rate, intended, None, None, 0, INFLIGHT_CAP_ERROR)
                 expected["failures"] += 1
             elif fail:
-                row = (
-                    eid,
-                    seq,
-                    number,
-                    False,
-                    rate,
-                    intended,
-                    sent_ns,
-                    sent_ns + MS,
-                    503,
-                    "HTTP 503",
-                    0,
-                    8192,
+                row = sent_row(
+                    eid, seq, number, rate, intended, sent_ns, sent_ns + MS, 503, "HTTP 503"
                 )
                 expected["failures"] += 1
                 expected["sent"] += 1
             else:
-                row = (
-                    eid,
-                    seq,
-                    number,
-                    False,
-                    rate,
-                    intended,
-                    sent_ns,
-                    sent_ns + 2 * MS,
-                    202,
-                    None,
-                    0,
-                    8192,
+                row = sent_row(
+                    eid, seq, number, rate, intended, sent_ns, sent_ns + 2 * MS, 202, None
                 )
                 expected["sent"] += 1
                 expected["acked"] += 1
