@@ -112,20 +112,8 @@ def analyze(
 ) -> list[dict]:
     """Analyse SUT directories together: one chain of Spark jobs for all of them."""
     runs = {f"s{i}": (path, read_run_json(path)) for i, path in enumerate(targets)}
-    sent = _union(
-        with_run_columns(
-            load_records(spark, path / "sent", SENT_FIELDS), key, int(run["schedule"]["start_ns"])
-        )
-        for key, (path, run) in runs.items()
-    )
-    received = _union(
-        with_run_columns(
-            load_records(spark, path / "received", RECEIVED_FIELDS),
-            key,
-            int(run["schedule"]["start_ns"]),
-        )
-        for key, (path, run) in runs.items()
-    )
+    sent = _load_all(spark, runs, "sent", SENT_FIELDS)
+    received = _load_all(spark, runs, "received", RECEIVED_FIELDS)
     # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
     joined = join_deliveries(sent, first_deliveries(received)).cache()
     events = with_latencies(with_outcomes(trimmed(measured(sent_events(joined)), opts.trim_s)))
@@ -204,6 +192,16 @@ def _bucket_ns(step_rows: list[dict]) -> int:
     """Time-bucket width that gives a run at most POINTS_MAX buckets for the points view."""
     span_ns = max(r["last_intended_ns"] for r in step_rows) - min(r["start_ns"] for r in step_rows)
     return max(1, -(-span_ns // POINTS_MAX))
+
+
+def _load_all(spark: SparkSession, runs: dict, name: str, fields: tuple) -> DataFrame:
+    """One record directory of every SUT, tagged with its SUT key and schedule start."""
+    return _union(
+        with_run_columns(
+            load_records(spark, path / name, fields), key, int(run["schedule"]["start_ns"])
+        )
+        for key, (path, run) in runs.items()
+    )
 
 
 def _union(frames: Iterable[DataFrame]) -> DataFrame:
