@@ -87,10 +87,6 @@ PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("cpu_percent", "float64", False, "CPU since the previous sample; 100 = one core"),
 )
 
-# Column positions, so hot paths can build plain tuples in contract order.
-SENT_COLUMNS = tuple(f.name for f in SENT_FIELDS)
-RECEIVED_COLUMNS = tuple(f.name for f in RECEIVED_FIELDS)
-
 # Every event this suite sends carries its id three ways (DESIGN §3): intermediaries such as a
 # KafkaSource rewrite ce-id, so the extension attribute and the payload carry it too.
 EVENT_ID_HEADER = "ce-evbenchid"
