@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/evbench run --sut direct --pace 1k-2k
+	$(BIN)/evbench run --pace 1k-2k
 
 # The report tests open real pages in Debian's headless Chromium.
 chromium:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 VERDICT_COLOURS = {
     "holds": "rgba(46, 160, 67, 0.08)",
@@ -231,3 +232,65 @@ def comparison(rows: list[dict]) -> go.Figure:
         legend={"orientation": "h", "y": -0.2},
     )
     return figure
+
+
+def resource_samples(
+    processes: list[dict], lag: list[dict], start_ns: int, title: str
+) -> go.Figure:
+    """RSS and CPU of every process of the run and, for Kafka SUTs, the consumer lag, on the
+    same seconds-since-start axis as the main graph, so a latency rise can be matched with a
+    process growing, saturating a core or falling behind."""
+    rows = 3 if lag else 2
+    titles = ["RSS (MB)", "CPU (% of one core)", "consumer lag (records, all partitions)"]
+    figure = make_subplots(
+        rows=rows, cols=1, shared_xaxes=True, subplot_titles=titles[:rows], vertical_spacing=0.08
+    )
+    by_process: dict[str, list[dict]] = {}
+    for row in processes:
+        by_process.setdefault(row["process"], []).append(row)
+    for number, (name, samples) in enumerate(sorted(by_process.items())):
+        samples.sort(key=lambda r: r["t_ns"])
+        x = np.array([(r["t_ns"] - start_ns) / 1e9 for r in samples])
+        colour = PROCESS_COLOURS[number % len(PROCESS_COLOURS)]
+        common = {"x": x, "mode": "lines", "legendgroup": name, "line": {"color": colour}}
+        figure.add_trace(
+            go.Scatter(y=np.array([r["rss_bytes"] / 1e6 for r in samples]), name=name, **common),
+            row=1,
+            col=1,
+        )
+        figure.add_trace(
+            go.Scatter(y=np.array([r["cpu_percent"] for r in samples]), showlegend=False, **common),
+            row=2,
+            col=1,
+        )
+    if lag:
+        totals: dict[int, int] = {}
+        for row in lag:
+            totals[row["t_ns"]] = totals.get(row["t_ns"], 0) + row["lag"]
+        times = sorted(totals)
+        figure.add_trace(
+            go.Scatter(
+                x=np.array([(t - start_ns) / 1e9 for t in times]),
+                y=np.array([totals[t] for t in times]),
+                name="consumer lag",
+                mode="lines+markers",
+                line={"color": "#111111"},
+            ),
+            row=3,
+            col=1,
+        )
+    figure.update_xaxes(title_text="seconds since the schedule start", row=rows, col=1)
+    figure.update_layout(title=title, height=260 * rows + 120, legend={"orientation": "h"})
+    return figure
+
+
+PROCESS_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+)

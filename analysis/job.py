@@ -305,7 +305,8 @@ def _step_row(
         lost=total["lost"],
         sender_ratio=sender_rate / rate if rate else 0.0,
         sender_lag_p99_ms=lag["p99"],
-        delivered_rate_per_s=total["delivered"] / duration_s,
+        delivered_rate_per_s=(total["delivered"] - total["leaked"]) / duration_s,
+        expected_delivery_rate_per_s=rate * (1 - total["decoys"] / max(total["scheduled"], 1)),
         e2e_median_ms=e2e["p50"],
         e2e_rise_ms=slope_rise_ms([p[0] for p in points], [p[1] for p in points]),
     )
@@ -321,6 +322,8 @@ def _step_row(
         "inflight_cap_refused": total["cap_refused"],
         "lost": total["lost"],
         "duplicates": total["duplicates"],
+        "filtered": total["filtered"],
+        "leaked": total["leaked"],
         "sender_lag_p99_ms": lag["p99"],
         "p99_e2e_ms": e2e["p99"],
         "p9999_e2e_ms": e2e["p9999"],
@@ -346,6 +349,9 @@ def _counts(totals: list[dict], foreign_count: int) -> dict:
         "lost": total("lost"),
         "duplicates": total("duplicates"),
         "foreign": foreign_count,
+        "decoys": total("decoys"),
+        "filtered": total("filtered"),
+        "leaked": total("leaked"),
     }
 
 
@@ -367,4 +373,5 @@ def _headline(summary: dict) -> str:
         f"{summary['sut']}: {verdict}; e2e {tail} {e2e['p9999']} ms (n={e2e['n']}); "
         f"sent {c['sent']}, send failures {c['send_failures']}, lost {c['lost']}, "
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
+        + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
     )

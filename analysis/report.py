@@ -15,7 +15,13 @@ import plotly
 import plotly.offline
 import pyarrow.parquet as pq
 
-from analysis.figures import comparison, latency_points, sender_health, six_series
+from analysis.figures import (
+    comparison,
+    latency_points,
+    resource_samples,
+    sender_health,
+    six_series,
+)
 from analysis.verdicts import verdict_text
 from evbench.errors import EvbenchError
 
@@ -118,6 +124,27 @@ def _counts_table(summary: dict) -> str:
     )
 
 
+def _samples(directory: Path, prefix: str) -> list[dict]:
+    paths = sorted(directory.glob(f"{prefix}-*.parquet"))
+    rows: list[dict] = []
+    for path in paths:
+        rows.extend(pq.read_table(path).to_pylist())
+    return rows
+
+
+def _resources_html(sut_dir: Path) -> str:
+    """Process samples (and consumer lag), when the run recorded them (imports have none)."""
+    samples = sut_dir / "samples"
+    processes = _samples(samples, "processes")
+    if not processes:
+        return ""
+    lag = _samples(samples / "consumer-lag", "lag")
+    run = json.loads((sut_dir / "run.json").read_text())
+    start_ns = (run.get("schedule") or {}).get("start_ns") or min(r["t_ns"] for r in processes)
+    figure = resource_samples(processes, lag, start_ns, "Processes of the run")
+    return "<h2>Resources</h2>" + _figure_html(figure, "resources")
+
+
 def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
     analysis_dir = sut_dir / "analysis"
     summary, metrics, cumulative, points = _load(analysis_dir)
@@ -145,6 +172,7 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
         + _steps_table(summary["steps"])
         + _figure_html(latency_points(points, "Latency of every event"), "latency-points")
         + _figure_html(sender_health(summary["steps"], "Sender health"), "sender-health")
+        + _resources_html(sut_dir)
         + "<h2>Thresholds</h2><pre>"
         + html.escape(json.dumps(summary["thresholds"], indent=2))
         + "</pre>"

@@ -75,13 +75,20 @@ def foreign_deliveries(joined: DataFrame) -> DataFrame:
 
 
 def with_outcomes(events: DataFrame) -> DataFrame:
-    """ok = 2xx answer; send_failure = not ok; lost = ok but never received; duplicates."""
+    """ok = 2xx answer; send_failure = not ok; lost = ok but never received; duplicates.
+
+    A decoy (a type the trigger should drop) is never lost: not arriving is `filtered`, and
+    arriving is `leaked`, a filter that let through what it should not have.
+    """
     ok = _ok(F.col("status"))
+    missing = F.col("received_ns").isNull()
     return (
         events.withColumn("ok", ok)
         .withColumn("send_failure", ~ok)
-        .withColumn("delivered", F.col("received_ns").isNotNull())
-        .withColumn("lost", ok & F.col("received_ns").isNull())
+        .withColumn("delivered", ~missing)
+        .withColumn("lost", ok & missing & ~F.col("decoy"))
+        .withColumn("filtered", ok & missing & F.col("decoy"))
+        .withColumn("leaked", ~missing & F.col("decoy"))
         .withColumn("duplicates", F.greatest(F.col("deliveries") - 1, F.lit(0)))
     )
 
@@ -172,7 +179,10 @@ def step_totals(events: DataFrame) -> DataFrame:
             F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
             F.sum(F.col("lost").cast("long")).alias("lost"),
             F.sum(F.col("delivered").cast("long")).alias("delivered"),
-            F.sum("duplicates").alias("duplicates"),
+            F.sum(F.col("duplicates")).alias("duplicates"),
+            F.sum(F.col("decoy").cast("long")).alias("decoys"),
+            F.sum(F.col("filtered").cast("long")).alias("filtered"),
+            F.sum(F.col("leaked").cast("long")).alias("leaked"),
             F.min("intended_ns").alias("start_ns"),
             F.max("intended_ns").alias("last_intended_ns"),
             F.max("sent_ns").alias("last_sent_ns"),

@@ -83,6 +83,7 @@ def write_sut(root: Path, sut: str, scale: int, seed: int) -> int:
                         "seq": seqs,
                         "step": np.full(n, number, np.int32),
                         "warmup": np.zeros(n, bool),
+                        "decoy": np.zeros(n, bool),
                         "target_rate_per_s": np.full(n, rate, np.int32),
                         "intended_ns": intended,
                         "sent_ns": sent,

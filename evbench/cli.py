@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 from evbench.errors import EvbenchError
+from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
 from evbench.layout import default_runs_dir, next_run_id
 from loadgen.pace import default_paces_dir, list_pace_files, parse_pace, resolve_pace
 
 _EPILOG = """\
 examples:
+  evbench run --pace 1k-2k                       all six local systems in turn, then a report
   evbench run --sut direct --pace 1k-2k          the 2019 baseline: sender -> receiver
+  evbench run --sut external --ingress http://broker.example/ --receiver-port 8080
   evbench run --pace 500:10,1000:10 --run-id try-1
   evbench paces                                   list the pace files and what they send
   evbench receive --port 8080 --out rx/           a receiver alone (a pod in a real cluster)
@@ -44,9 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run a pace against a system under test and record every event",
         description="Start the receiver, drive the pace open-loop through the SUT, wait for "
-        "stragglers, and write runs/<run-id>-<pace>/<sut>/{run.json,sent/,received/,samples/}.",
+        "stragglers, and write runs/<run-id>-<pace>/<sut>/{run.json,sent/,received/,samples/}. "
+        "Without --sut, every local system runs in turn and the run gets one index.html.",
+        epilog=SUT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--sut", default="direct", help="system under test (default: direct)")
+    add_lab_arguments(run)
     run.add_argument(
         "--pace",
         default="1k-2k",
@@ -300,12 +306,12 @@ def main(argv: list[str] | None = None) -> int:
                 args.path, args.spark_master, args.trim, args.thresholds, args.export_knative
             )
         if args.command == "run":
-            from evbench.runner import RunOptions, run
+            from evbench.runner import RunOptions, run, run_matrix
 
             opts = RunOptions(
                 pace=resolve_pace(args.pace, args.paces_dir),
                 runs_dir=args.runs_dir or default_runs_dir(),
-                sut=args.sut,
+                sut=args.sut or "direct",
                 run_id=args.run_id,
                 payload_bytes=args.payload_bytes,
                 step_gap_s=args.step_gap,
@@ -315,12 +321,19 @@ def main(argv: list[str] | None = None) -> int:
                 drain_timeout_s=args.drain_timeout,
                 grace_s=args.grace,
                 grace_cap_s=args.grace_cap,
+                receiver_host=args.receiver_host,
+                receiver_port=args.receiver_port,
+                decoy_every=args.decoy_every,
+                lab=lab_settings(args),
             )
-            outcome = run(opts, _echo, live=sys.stderr.isatty())
-            if args.no_analyze or outcome.status == "failed":
-                return outcome.exit_code
-            _analyze(outcome.sut_dir.root, "local[*]", 0.0)
-            return outcome.exit_code
+            live = sys.stderr.isatty()
+            outcomes = [run(opts, _echo, live)] if args.sut else run_matrix(opts, _echo, live)
+            analysable = [o for o in outcomes if o.status != "failed"]
+            if not args.no_analyze and analysable:
+                # One analysis of the whole run directory: one Spark chain, one index.html.
+                target = outcomes[0].sut_dir.root
+                _analyze(target.parent if not args.sut else target, "local[*]", 0.0)
+            return max(o.exit_code for o in outcomes)
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)
         return 2

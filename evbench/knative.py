@@ -169,7 +169,21 @@ def import_knative(
             eid = f"knative-{seq}"
             if e.publish_ms is None:
                 sent_w.append(
-                    (eid, seq, number, False, rate, sent_ns, sent_ns, None, 0, IMPORTED_ERROR, 0, 0)
+                    (
+                        eid,
+                        seq,
+                        number,
+                        False,
+                        False,
+                        rate,
+                        sent_ns,
+                        sent_ns,
+                        None,
+                        0,
+                        IMPORTED_ERROR,
+                        0,
+                        0,
+                    )
                 )
                 continue
             sent_w.append(
@@ -177,6 +191,7 @@ def import_knative(
                     eid,
                     seq,
                     number,
+                    False,
                     False,
                     rate,
                     sent_ns,

@@ -17,7 +17,7 @@ from pathlib import Path
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # Own session: a Ctrl-C reaches only `evbench run`, which decides how each child stops.
     os.setsid()
     # If `evbench run` itself is killed, the kernel stops its children instead of orphaning them.
@@ -38,7 +38,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=self._log,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             text=True,
             bufsize=1,
         )

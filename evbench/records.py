@@ -41,6 +41,14 @@ SENT_FIELDS: tuple[Field, ...] = (
         "true for warmup events, which no metric counts",
         low_cardinality=True,
     ),
+    Field(
+        "decoy",
+        "bool",
+        False,
+        "sent with DECOY_EVENT_TYPE, which a trigger filter should drop: never lost, and a "
+        "delivery is a filter leak",
+        low_cardinality=True,
+    ),
     Field("target_rate_per_s", "int32", False, "the step's pace", low_cardinality=True),
     Field("intended_ns", "int64", False, "the schedule slot: when the event should have been sent"),
     Field("sent_ns", "int64", True, "request start; null when never sent (in-flight cap, stop)"),
@@ -49,7 +57,7 @@ SENT_FIELDS: tuple[Field, ...] = (
         "status",
         "int32",
         False,
-        "HTTP status; 0 = transport error or no response",
+        "HTTP status (Kafka produce: 200 on ack); 0 = transport error or no answer",
         low_cardinality=True,
     ),
     Field("error", "string", True, "error text, null on success", low_cardinality=True),
@@ -87,11 +95,25 @@ PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("cpu_percent", "float64", False, "CPU since the previous sample; 100 = one core"),
 )
 
+CONSUMER_LAG_FIELDS: tuple[Field, ...] = (
+    Field("t_ns", "int64", False, "when the sample was taken"),
+    Field("group", "string", False, "consumer group", low_cardinality=True),
+    Field("topic", "string", False, "topic", low_cardinality=True),
+    Field("partition", "int32", False, "partition", low_cardinality=True),
+    Field("end_offset", "int64", False, "high watermark: the offset the next record will get"),
+    Field("committed_offset", "int64", True, "the group's committed offset; null before any"),
+    Field("lag", "int64", False, "records not yet committed (end - committed, or end - low)"),
+)
+
 # Every event this suite sends carries its id three ways (DESIGN §3): intermediaries such as a
 # KafkaSource rewrite ce-id, so the extension attribute and the payload carry it too.
 EVENT_ID_HEADER = "ce-evbenchid"
 EVENT_TYPE = "dev.evbench.measure"
 WARMUP_EVENT_TYPE = "dev.evbench.warmup"
+# Sent now and then so a broker's trigger filter has something to drop (`--decoy-every`).
+DECOY_EVENT_TYPE = "dev.evbench.decoy"
+# What a Kafka produce ack is recorded as, so one `status` column serves HTTP and Kafka.
+KAFKA_ACK_STATUS = 200
 PAYLOAD_ID_PREFIX = b'{"evbenchid":"'
 
 # `error` of a slot the sender refused because the in-flight cap was reached: the pacer handled

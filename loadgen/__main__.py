@@ -27,6 +27,7 @@ from evbench.parquet import PartWriter  # noqa: E402
 from evbench.records import SENT_FIELDS  # noqa: E402
 from loadgen.engine import Engine  # noqa: E402
 from loadgen.http import HttpTransport  # noqa: E402
+from loadgen.kafka import KafkaTransport  # noqa: E402
 from loadgen.pace import parse_warmup, resolve_pace  # noqa: E402
 from loadgen.payload import PayloadBuilder  # noqa: E402
 from loadgen.schedule import plan_steps  # noqa: E402
@@ -38,7 +39,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Open-loop paced sender: one binary-mode CloudEvent per schedule slot, whether "
         "or not earlier ones were answered; every attempt is recorded under --out.",
     )
-    parser.add_argument("--target", required=True, help="ingress URL, e.g. http://127.0.0.1:8080/")
+    parser.add_argument(
+        "--target",
+        required=True,
+        help="ingress URL, e.g. http://127.0.0.1:8080/, or kafka://host:port/topic to produce "
+        "records straight to a topic",
+    )
+    parser.add_argument(
+        "--decoy-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="every Nth event gets a type no trigger matches, to test filters (default 0: none)",
+    )
+    parser.add_argument(
+        "--kafka-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="producer setting for kafka:// targets (repeatable), e.g. linger.ms=0",
+    )
     parser.add_argument(
         "--pace", required=True, help="pace name from paces/ or a spec like 500:10,1000:10"
     )
@@ -116,6 +136,21 @@ def _raise_fd_limit(wanted: int) -> int:
     return min(wanted, soft - 256)
 
 
+def _transport(args: argparse.Namespace, max_inflight: int):
+    source = f"evbench/sender/{args.worker}"
+    if args.target.startswith("kafka://"):
+        config = dict(_key_value(item) for item in args.kafka_config)
+        return KafkaTransport(args.target, source, args.request_timeout, config)
+    return HttpTransport(args.target, source, max_inflight, request_timeout_s=args.request_timeout)
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--kafka-config '{item}' must be KEY=VALUE")
+    return key.strip(), value.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -128,12 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         longest_id = len(f"{run_tag}-{args.workers}-{sum(s.events for s in steps)}")
         payloads = PayloadBuilder(args.payload_bytes, longest_id)
         max_inflight = _raise_fd_limit(args.max_inflight)
-        transport = HttpTransport(
-            args.target,
-            f"evbench/sender/{args.worker}",
-            max_inflight,
-            request_timeout_s=args.request_timeout,
-        )
+        transport = _transport(args, max_inflight)
     except (EvbenchError, ValueError) as exc:
         print(f"evbench send: {exc}", file=sys.stderr)
         return 2
@@ -150,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         max_inflight=max_inflight,
         drain_timeout_s=args.drain_timeout,
         flush_interval_s=args.flush_interval,
+        decoy_every=args.decoy_every,
         emit=_emit,
     )
     for sig in (signal.SIGINT, signal.SIGTERM):

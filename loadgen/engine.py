@@ -23,7 +23,7 @@ import gevent.event
 
 from evbench.formulas import achieved_rate_per_s, percentile
 from evbench.parquet import PartWriter, slices
-from evbench.records import INFLIGHT_CAP_ERROR
+from evbench.records import DECOY_EVENT_TYPE, EVENT_TYPE, INFLIGHT_CAP_ERROR, WARMUP_EVENT_TYPE
 from loadgen.payload import PayloadBuilder, event_id
 from loadgen.schedule import NS_PER_S, PlannedStep, step_slots
 
@@ -32,7 +32,7 @@ _MAX_SLOTS_WITHOUT_YIELD = 16
 
 
 class Transport(Protocol):
-    def send(self, event_id: str, payload: bytes, warmup: bool) -> tuple[int, str | None, bool]:
+    def send(self, event_id: str, payload: bytes, ce_type: str) -> tuple[int, str | None, bool]:
         """Send one event; (status, error or None, whether any answer came back)."""
         ...
 
@@ -97,6 +97,7 @@ class Engine:
         max_inflight: int = 4096,
         drain_timeout_s: float = 10.0,
         flush_interval_s: float = 1.0,
+        decoy_every: int = 0,
         emit: Callable[[dict], None] = lambda doc: None,
     ) -> None:
         self.transport = transport
@@ -109,6 +110,7 @@ class Engine:
         self.max_inflight = max_inflight
         self.drain_timeout_s = drain_timeout_s
         self.flush_interval_s = flush_interval_s
+        self.decoy_every = decoy_every
         self.emit = emit
         self.stop_reason: str | None = None
         self.force_stop = False
@@ -213,7 +215,7 @@ class Engine:
         state.lags_ns.append(lag_ns)
         self._window_lags_ns.append(lag_ns)
         self._window_sent += 1
-        status, error, answered = self.transport.send(eid, payload, slot.warmup)
+        status, error, answered = self.transport.send(eid, payload, self._ce_type(slot))
         ack_ns = time.time_ns() if answered else None
         if self._inflight.pop(slot.seq, None) is None:
             return  # given up on at the end of the run; its row is already written
@@ -227,6 +229,7 @@ class Engine:
                 slot.seq,
                 slot.step,
                 slot.warmup,
+                self._is_decoy(slot),
                 slot.rate_per_s,
                 intended_ns,
                 sent_ns,
@@ -238,6 +241,15 @@ class Engine:
             )
         )
 
+    def _is_decoy(self, slot) -> bool:
+        every = self.decoy_every
+        return bool(every) and not slot.warmup and slot.seq % every == every - 1
+
+    def _ce_type(self, slot) -> str:
+        if slot.warmup:
+            return WARMUP_EVENT_TYPE
+        return DECOY_EVENT_TYPE if self._is_decoy(slot) else EVENT_TYPE
+
     def _record_unsent(self, slot, intended_ns: int, error: str) -> None:
         self.writer.rows.append(
             (
@@ -245,6 +257,7 @@ class Engine:
                 slot.seq,
                 slot.step,
                 slot.warmup,
+                self._is_decoy(slot),
                 slot.rate_per_s,
                 intended_ns,
                 None,
@@ -322,6 +335,7 @@ class Engine:
                     seq,
                     slot.step,
                     slot.warmup,
+                    self._is_decoy(slot),
                     slot.rate_per_s,
                     intended_ns,
                     sent_ns,

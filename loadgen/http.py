@@ -9,7 +9,7 @@ from __future__ import annotations
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
-from evbench.records import EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
+from evbench.records import EVENT_ID_HEADER
 
 
 class HttpTransport:
@@ -34,13 +34,13 @@ class HttpTransport:
             network_timeout=request_timeout_s,
         )
 
-    def send(self, event_id: str, payload: bytes, warmup: bool) -> tuple[int, str | None, bool]:
+    def send(self, event_id: str, payload: bytes, ce_type: str) -> tuple[int, str | None, bool]:
         headers = {
             "ce-specversion": "1.0",
             "ce-id": event_id,
             EVENT_ID_HEADER: event_id,
             "ce-source": self.source,
-            "ce-type": WARMUP_EVENT_TYPE if warmup else EVENT_TYPE,
+            "ce-type": ce_type,
             "content-type": "application/json",
         }
         try:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pyspark.sql import SparkSession
 
+from analysis.spark import session
 from evbench.instruments import start_receiver
 from evbench.procs import Child
 
@@ -46,3 +48,11 @@ def receiver(tmp_path: Path) -> Iterator[RunningReceiver]:
     finally:
         if child.alive():
             child.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local SparkSession for every test that analyses (starting Spark costs seconds)."""
+    spark = session("local[2]", "evbench-tests")
+    yield spark
+    spark.stop()

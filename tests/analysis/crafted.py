@@ -10,21 +10,22 @@ T0 = 1_750_000_000 * S
 STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them
 
 
-def sent_row(eid, seq, step, rate, intended, sent, ack, status, error):
-    return (eid, seq, step, False, rate, intended, sent, ack, status, error, 0, 8192)
+def sent_row(eid, seq, step, rate, intended, sent, ack, status, error, decoy=False):
+    return (eid, seq, step, False, decoy, rate, intended, sent, ack, status, error, 0, 8192)
 
 
 def craft(root):
     """Step 1 is clean. Step 2 loses every 20th acked event, fails every 50th, duplicates
-    every 100th delivery; plus 7 foreign deliveries and a warmup that must not count."""
+    every 100th delivery, and sends every 20th as a decoy, of which the filter drops all but the
+    first; plus 7 foreign deliveries and a warmup that must not count."""
     sut = root / "run-x-p" / "direct"
     sent_w = PartWriter(sut / "sent", SENT_FIELDS)
     recv_w = PartWriter(sut / "received", RECEIVED_FIELDS)
-    seq, expected = 0, dict(sent=0, failures=0, lost=0, dup=0, acked=0)
+    seq, expected = 0, dict(sent=0, failures=0, lost=0, dup=0, acked=0, filtered=0, leaked=0)
     for i in range(50):  # warmup, delivered
         eid = f"w-{i}"
         t = T0 - 5 * S + i * 20 * MS
-        sent_w.append((eid, seq, 0, True, 50, t, t, t + MS, 202, None, 0, 8192))
+        sent_w.append((eid, seq, 0, True, False, 50, t, t, t + MS, 202, None, 0, 8192))
         recv_w.append((eid, t + 2 * MS, "rx", 8192, eid, "w", "s"))
         seq += 1
     offset = 0
@@ -36,6 +37,7 @@ def craft(root):
             fail = number == 2 and i % 50 == 49
             lose = number == 2 and not fail and i % 20 == 0
             cap = number == 2 and i == 1  # one slot refused by the in-flight cap
+            decoy = number == 2 and i % 20 == 10
 
             if cap:
                 row = sent_row(eid, seq, number, rate, intended, None, None, 0, INFLIGHT_CAP_ERROR)
@@ -48,11 +50,16 @@ def craft(root):
                 expected["sent"] += 1
             else:
                 row = sent_row(
-                    eid, seq, number, rate, intended, sent_ns, sent_ns + 2 * MS, 202, None
+                    eid, seq, number, rate, intended, sent_ns, sent_ns + 2 * MS, 202, None, decoy
                 )
                 expected["sent"] += 1
                 expected["acked"] += 1
-                if lose:
+                if decoy and i != 10:
+                    expected["filtered"] += 1
+                elif decoy:
+                    expected["leaked"] += 1
+                    recv_w.append((eid, intended + 5 * MS, "rx", 8192, eid, "t", "s"))
+                elif lose:
                     expected["lost"] += 1
                 else:
                     recv_w.append((eid, intended + 5 * MS, "rx", 8192, eid, "t", "s"))

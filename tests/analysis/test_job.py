@@ -31,13 +31,18 @@ def test_counts_are_exact(analysed):
     assert counts["lost"] == expected["lost"]
     assert counts["duplicates"] == expected["dup"]
     assert counts["foreign"] == 7
-    assert counts["received"] == expected["acked"] - expected["lost"]  # failures never arrive
+    # Failures never arrive, nor do decoys the filter dropped (which are not lost either).
+    assert counts["received"] == expected["acked"] - expected["lost"] - expected["filtered"]
+    assert (counts["filtered"], counts["leaked"]) == (expected["filtered"], expected["leaked"])
+    assert expected["filtered"] > 0 and expected["leaked"] == 1
 
 
 def test_latencies_and_steps(analysed):
     _, expected, summary = analysed
     e2e = summary["latency_ms"]["e2e"]
-    assert e2e["p50"] == pytest.approx(5.0) and e2e["n"] == expected["acked"] - expected["lost"]
+    assert e2e["p50"] == pytest.approx(5.0) and e2e["n"] == (
+        expected["acked"] - expected["lost"] - expected["filtered"]
+    )
     assert e2e["p9999_is_max"]  # n < 10^4: reported as the maximum
     assert e2e["p9999"] == e2e["max"] == pytest.approx(5.0)
     assert summary["latency_ms"]["publish"]["p50"] == pytest.approx(2.0)  # ack - sent

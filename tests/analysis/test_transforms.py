@@ -24,7 +24,9 @@ MS = 1_000_000
 T0 = 1_700_000_000 * S  # schedule start
 
 
-def sent_row(eid, seq, step, intended_ms, sent_ms, ack_ms, status, warmup=False, rate=2):
+def sent_row(
+    eid, seq, step, intended_ms, sent_ms, ack_ms, status, warmup=False, rate=2, decoy=False
+):
     def at(ms):
         return None if ms is None else T0 + ms * MS
 
@@ -34,6 +36,7 @@ def sent_row(eid, seq, step, intended_ms, sent_ms, ack_ms, status, warmup=False,
         seq,
         step,
         warmup,
+        decoy,
         rate,
         at(intended_ms),
         at(sent_ms),

@@ -87,6 +87,9 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
         "lost": 0,
         "duplicates": 0,
         "foreign": 0,
+        "decoys": 0,
+        "filtered": 0,
+        "leaked": 0,
     }
     assert summary["latency_ms"]["e2e"]["n"] == 1200
     assert [s["target_rate_per_s"] for s in summary["steps"]] == [200, 400]
@@ -101,7 +104,16 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
 
 def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
     proc = _evbench(
-        "run", "--pace", "300:60", "--runs-dir", str(tmp_path), "--run-id", "int", "--no-analyze"
+        "run",
+        "--sut",
+        "direct",
+        "--pace",
+        "300:60",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "int",
+        "--no-analyze",
     )
     sut_dir = tmp_path / "int-300x60" / "direct"
     wait_until(lambda: len(part_files(sut_dir / "sent")) >= 2, 60, "sent records on disk")
@@ -140,6 +152,8 @@ def test_receiver_killed_mid_run_fails_the_run_and_keeps_its_records(tmp_path):
 
     proc = _evbench(
         "run",
+        "--sut",
+        "direct",
         "--pace",
         "200:30",
         "--runs-dir",

@@ -1,0 +1,148 @@
+"""`evbench run` flags that shape the system under test; all of them land in run.json."""
+
+from __future__ import annotations
+
+import argparse
+
+from suts.lab import DEFAULT_TRIGGER, LOCAL_SUTS, SUTS, LabSettings
+
+SUT_HELP = """\
+systems under test (--sut; default: all six local ones in turn, each started fresh):
+  direct         sender -> receiver (the instruments' own floor)
+  channel-imc    HTTP ingress -> in-memory queue -> dispatcher -> receiver
+  broker-imc     broker ingress -> in-memory channel -> trigger filter -> receiver
+  channel-kafka  HTTP ingress -> Kafka topic -> consumer-group dispatcher -> receiver
+  broker-kafka   as channel-kafka, with the trigger filter in the dispatcher
+  source-kafka   sender produces Kafka records -> source adapter -> receiver
+  external       your system: --ingress URL (or --kafka-bootstrap and --topic); subscribe it
+                 to the receiver, which listens on --receiver-host/--receiver-port
+Kafka SUTs start a fresh Tansu broker (memory storage) unless --kafka-bootstrap is given.
+"""
+
+
+def add_lab_arguments(run: argparse.ArgumentParser) -> None:
+    defaults = LabSettings()
+    run.add_argument(
+        "--sut",
+        default=None,
+        choices=SUTS,
+        metavar="SUT",
+        help=f"system under test: {', '.join(SUTS)} (default: all of {', '.join(LOCAL_SUTS)})",
+    )
+    lab = run.add_argument_group("system under test")
+    lab.add_argument("--ingress", default=None, metavar="URL", help="external: where to send")
+    lab.add_argument(
+        "--kafka-bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="use this Kafka instead of a fresh local Tansu broker",
+    )
+    lab.add_argument("--topic", default=None, help="external: produce to this topic")
+    lab.add_argument(
+        "--receiver-host", default="127.0.0.1", help="receiver bind address (default 127.0.0.1)"
+    )
+    lab.add_argument(
+        "--receiver-port", type=int, default=0, help="receiver port (default 0: a free one)"
+    )
+    lab.add_argument(
+        "--partitions",
+        type=int,
+        default=defaults.partitions,
+        help=f"partitions of the Kafka topic (default {defaults.partitions})",
+    )
+    lab.add_argument(
+        "--replication",
+        type=int,
+        default=defaults.replication,
+        help=f"replication factor (default {defaults.replication})",
+    )
+    lab.add_argument(
+        "--dispatcher-concurrency",
+        type=int,
+        default=defaults.concurrency,
+        metavar="N",
+        help=f"deliveries in flight per dispatcher (default {defaults.concurrency})",
+    )
+    lab.add_argument(
+        "--retries",
+        type=int,
+        default=defaults.retries,
+        help=f"delivery retries on 5xx/429/errors (default {defaults.retries})",
+    )
+    lab.add_argument(
+        "--retry-backoff-ms",
+        type=float,
+        default=defaults.backoff_ms,
+        metavar="MS",
+        help=f"first retry delay, doubling (default {defaults.backoff_ms:g})",
+    )
+    lab.add_argument(
+        "--queue-limit",
+        type=int,
+        default=defaults.queue_limit,
+        metavar="N",
+        help=f"IMC: queued events before the ingress answers 503 (default {defaults.queue_limit})",
+    )
+    lab.add_argument(
+        "--max-pending",
+        type=int,
+        default=defaults.max_pending,
+        metavar="N",
+        help=f"Kafka dispatcher: records taken but undelivered (default {defaults.max_pending})",
+    )
+    lab.add_argument(
+        "--producer",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help=f"librdkafka producer setting, repeatable (default {' '.join(defaults.producer)})",
+    )
+    lab.add_argument(
+        "--consumer",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="librdkafka consumer setting, repeatable, added to the defaults "
+        f"({' '.join(defaults.consumer)})",
+    )
+    lab.add_argument(
+        "--trigger",
+        action="append",
+        default=None,
+        metavar="ATTR=VALUE[,...]",
+        help=f"broker trigger filter, any of these (default: {' or '.join(DEFAULT_TRIGGER)})",
+    )
+    lab.add_argument(
+        "--decoy-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="send every Nth event with a type the trigger drops (default 0: none)",
+    )
+    lab.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=defaults.ready_timeout_s,
+        metavar="S",
+        help="wait this long for the SUT (e.g. partition assignment)",
+    )
+
+
+def lab_settings(args: argparse.Namespace) -> LabSettings:
+    defaults = LabSettings()
+    return LabSettings(
+        partitions=args.partitions,
+        replication=args.replication,
+        concurrency=args.dispatcher_concurrency,
+        retries=args.retries,
+        backoff_ms=args.retry_backoff_ms,
+        queue_limit=args.queue_limit,
+        max_pending=args.max_pending,
+        producer=tuple(args.producer) if args.producer else defaults.producer,
+        consumer=(*defaults.consumer, *(args.consumer or ())),
+        trigger=tuple(args.trigger) if args.trigger else defaults.trigger,
+        kafka_bootstrap=args.kafka_bootstrap,
+        ingress=args.ingress,
+        topic=args.topic,
+        ready_timeout_s=args.ready_timeout,
+    )

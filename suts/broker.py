@@ -1,0 +1,76 @@
+"""The two broker hops around a channel, each its own process as in Knative's data plane.
+
+- `BrokerIngress`: accepts an event, forwards it to the channel and answers with the channel's
+  answer (so a full channel is a send failure the sender sees).
+- `TriggerFilter`: the channel's subscriber; passes events whose attributes match the trigger's
+  filter on to the trigger's subscriber and answers with its answer; drops the rest with 202,
+  counted as `filtered`.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from suts.cloudevents import Filter, filter_attributes, forward_headers, http_attributes, matches
+from suts.serving import Component, Deliverer
+
+
+class BrokerIngress(Component):
+    def __init__(self, channel: str, concurrency: int, timeout_s: float) -> None:
+        super().__init__()
+        self.channel = channel
+        # No retries here: the ingress reports the channel's answer and the sender records it.
+        self.deliverer = Deliverer(concurrency, 0, 0, timeout_s, self.stats)
+
+    async def start(self) -> None:
+        await self.deliverer.start()
+
+    async def stop(self) -> None:
+        await self.deliverer.close()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/", self.ingress)
+
+    async def ingress(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        try:
+            http_attributes(request.headers, body)
+        except ValueError as exc:
+            self.stats["rejected"] += 1
+            return web.Response(status=400, text=str(exc))
+        status = await self.deliverer.deliver(self.channel, forward_headers(request.headers), body)
+        return web.Response(status=status if status else 502)
+
+
+class TriggerFilter(Component):
+    def __init__(
+        self,
+        subscriber: str,
+        event_filter: Filter,
+        concurrency: int,
+        retries: int,
+        backoff_ms: float,
+        timeout_s: float,
+    ) -> None:
+        super().__init__()
+        self.subscriber = subscriber
+        self.event_filter = event_filter
+        self.deliverer = Deliverer(concurrency, retries, backoff_ms, timeout_s, self.stats)
+
+    async def start(self) -> None:
+        await self.deliverer.start()
+
+    async def stop(self) -> None:
+        await self.deliverer.close()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/", self.dispatch)
+
+    async def dispatch(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        headers = forward_headers(request.headers)
+        if not matches(self.event_filter, filter_attributes(headers)):
+            self.stats["filtered"] += 1
+            return web.Response(status=202)
+        status = await self.deliverer.deliver(self.subscriber, headers, body)
+        return web.Response(status=status if status else 502)

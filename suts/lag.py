@@ -1,0 +1,83 @@
+"""Consumer lag per partition, sampled every few seconds from outside the consumer group.
+
+A consumer with the group's id that never subscribes can read the group's committed offsets
+without joining it (joining would trigger a rebalance of the system under test).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from evbench.parquet import PartWriter
+from evbench.records import CONSUMER_LAG_FIELDS
+
+
+def partition_lag(end_offset: int, committed: int | None, low_offset: int) -> int:
+    """Records not yet committed; before any commit, everything from the low watermark."""
+    start = committed if committed is not None and committed >= 0 else low_offset
+    return max(0, end_offset - start)
+
+
+class ConsumerLagSampler:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        out_dir: Path,
+        interval_s: float = 5.0,
+    ) -> None:
+        self.group = group
+        self.topic = topic
+        self.interval_s = interval_s
+        self.writer = PartWriter(out_dir, CONSUMER_LAG_FIELDS, prefix="lag")
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
+        self.errors = 0
+        self.last_total_lag: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def sample(self) -> int:
+        """One sample of every partition; returns the total lag."""
+        metadata = self.consumer.list_topics(self.topic, timeout=5)
+        partitions = [
+            TopicPartition(self.topic, p) for p in sorted(metadata.topics[self.topic].partitions)
+        ]
+        committed = self.consumer.committed(partitions, timeout=5)
+        now_ns = time.time_ns()
+        total = 0
+        for tp in committed:
+            low, high = self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, tp.partition), timeout=5, cached=False
+            )
+            offset = tp.offset if tp.offset >= 0 else None
+            lag = partition_lag(high, offset, low)
+            total += lag
+            self.writer.append((now_ns, self.group, self.topic, tp.partition, high, offset, lag))
+        self.last_total_lag = total
+        return total
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.sample()
+                self.writer.flush()
+            except (KafkaException, KeyError):
+                self.errors += 1  # the broker may be gone at the very end: keep what we have
+            if self._stop.wait(self.interval_s):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.writer.flush()
+        self.consumer.close()

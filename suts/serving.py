@@ -1,0 +1,164 @@
+"""What every lab process shares: an aiohttp server on uvloop, JSON-line reports, delivery.
+
+Each process prints `{"event": "listening", "port": N}` on stdout once bound (port 0 picks a free
+one), serves `/healthz`, `/ready` and `/stats`, and on SIGTERM stops accepting, lets work in
+hand finish for a moment, and prints `{"event": "stopped", "stats": {...}}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+import uvloop
+from aiohttp import web
+
+STOP_GRACE_S = 2.0
+
+
+def emit(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+class Component:
+    """Base of a lab process: counters, readiness, and the HTTP routes they are read from."""
+
+    def __init__(self) -> None:
+        self.stats: Counter[str] = Counter()
+        self.started_ns = time.time_ns()
+
+    def is_ready(self) -> bool:
+        return True
+
+    def ready_doc(self) -> dict:
+        return {}
+
+    def stats_doc(self) -> dict:
+        return dict(self.stats)
+
+    async def start(self) -> None:
+        """Open clients, start background work (called inside the running loop)."""
+
+    async def stop(self) -> None:
+        """Finish background work and close clients."""
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/healthz", lambda r: web.json_response({"ok": True}))
+        app.router.add_get("/ready", self._ready)
+        app.router.add_get("/stats", lambda r: web.json_response(self.stats_doc()))
+        self.routes(app)
+        return app
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        status = 200 if self.is_ready() else 503
+        return web.json_response({"ready": status == 200, **self.ready_doc()}, status=status)
+
+
+def serve(component: Component, host: str, port: int) -> int:
+    uvloop.install()
+    return asyncio.run(_serve(component, host, port))
+
+
+async def _serve(component: Component, host: str, port: int) -> int:
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    await component.start()
+    runner = web.AppRunner(component.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    emit({"event": "listening", "host": host, "port": bound})
+    await stopping.wait()
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(runner.cleanup(), STOP_GRACE_S)
+    await component.stop()
+    emit({"event": "stopped", "stats": component.stats_doc()})
+    return 0
+
+
+class Deliverer:
+    """POSTs events to a subscriber with bounded concurrency and retries with backoff.
+
+    Retries go to 5xx, 429 and transport errors, as Knative's delivery spec does; 4xx other
+    than 429 is final. Returns the last status, 0 when nothing answered.
+    """
+
+    def __init__(
+        self,
+        concurrency: int,
+        retries: int,
+        backoff_ms: float,
+        timeout_s: float,
+        stats: Counter[str],
+    ) -> None:
+        self.concurrency = concurrency
+        self.retries = retries
+        self.backoff_s = backoff_ms / 1000
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.stats = stats
+        self.session: aiohttp.ClientSession | None = None
+        self.slots = asyncio.Semaphore(concurrency)
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=self.concurrency, ttl_dns_cache=None)
+        self.session = aiohttp.ClientSession(
+            connector=connector, timeout=self.timeout, skip_auto_headers=("User-Agent",)
+        )
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def deliver(self, url: str, headers: dict[str, str], body: bytes) -> int:
+        assert self.session is not None
+        status = 0
+        async with self.slots:
+            for attempt in range(self.retries + 1):
+                if attempt:
+                    self.stats["retries"] += 1
+                    await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
+                try:
+                    async with self.session.post(url, data=body, headers=headers) as response:
+                        await response.read()
+                        status = response.status
+                except (TimeoutError, aiohttp.ClientError, OSError):
+                    status = 0
+                if 200 <= status < 300 or (400 <= status < 500 and status != 429):
+                    break
+        if 200 <= status < 300:
+            self.stats["delivered"] += 1
+        else:
+            self.stats["delivery_failed"] += 1
+        return status
+
+
+def spawn_tracked(
+    tasks: set[asyncio.Task], coro: Awaitable[object]
+) -> asyncio.Task:  # keep a reference: the loop holds tasks only weakly
+    task = asyncio.ensure_future(coro)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return task
+
+
+async def drain(tasks: set[asyncio.Task], timeout_s: float) -> None:
+    if tasks:
+        await asyncio.wait(list(tasks), timeout=timeout_s)
+
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]

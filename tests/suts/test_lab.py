@@ -1,0 +1,179 @@
+"""Every SUT of the lab as real processes on loopback (and a fresh Tansu broker for Kafka)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from analysis.job import AnalyzeOptions, analyze
+from evbench.parquet import read_parts
+from evbench.procs import Child
+from evbench.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.runner import RunOptions, RunOutcome, run, run_matrix
+from loadgen.pace import resolve_pace
+from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings
+from tests.conftest import wait_until
+
+PACE = "50:3"
+
+
+def _opts(tmp_path: Path, pace: str = PACE, **kwargs) -> RunOptions:
+    lab = kwargs.pop("lab", LabSettings(partitions=8))
+    return RunOptions(
+        pace=resolve_pace(pace),
+        runs_dir=tmp_path / "runs",
+        step_gap_s=0.5,
+        grace_s=3.0,
+        lab=lab,
+        lag_interval_s=1.0,
+        **kwargs,
+    )
+
+
+def _records(outcome: RunOutcome) -> tuple[list[dict], list[dict]]:
+    root = outcome.sut_dir.root
+    sent = read_parts(root / "sent", SENT_FIELDS).to_pylist()
+    received = read_parts(root / "received", RECEIVED_FIELDS).to_pylist()
+    return sent, received
+
+
+@pytest.mark.parametrize("sut", LOCAL_SUTS)
+def test_every_event_arrives_exactly_once(tmp_path, sut):
+    lines: list[str] = []
+    outcome = run(_opts(tmp_path, sut=sut), lines.append, live=False)
+    assert outcome.status == "completed", "\n".join(lines)
+    sent, received = _records(outcome)
+    assert len(sent) == 150 and all(r["status"] in (200, 202) for r in sent)
+    ids = [r["event_id"] for r in received]
+    assert sorted(ids) == sorted(r["event_id"] for r in sent)  # each once, nothing foreign
+    # every process of the SUT was sampled, and Kafka SUTs sampled their consumer lag
+    samples = read_parts(outcome.sut_dir.samples, PROCESS_SAMPLE_FIELDS).to_pylist()
+    assert set(outcome.sut["components"]) | {"sender", "receiver"} <= {
+        s["process"] for s in samples
+    }
+    if sut in KAFKA_SUTS:
+        assert outcome.sut["readiness"]["dispatcher"]["partitions"] == 8
+        lag = read_parts(outcome.sut_dir.samples / "consumer-lag", CONSUMER_LAG_FIELDS)
+        assert set(lag.column("partition").to_pylist()) == set(range(8))
+        assert "kafka" in {s["process"] for s in samples}
+    if sut == "source-kafka":  # the adapter rewrote ce-id; the id came from the payload
+        assert all(r["ce_id"].startswith("partition:") for r in received)
+
+
+@pytest.fixture(scope="module")
+def broken_runs(tmp_path_factory, spark):
+    """Broker SUTs fed decoys, and a Kafka channel whose dispatcher is killed mid-run, analysed
+    together as one run."""
+    tmp = tmp_path_factory.mktemp("lab")
+    opts = _opts(tmp, pace="100:2", decoy_every=5, run_id="filters")
+    outcomes = run_matrix(opts, print, live=False, suts=("broker-imc", "broker-kafka"))
+
+    lines: list[str] = []
+    killed: list[int] = []
+    opts = _opts(tmp, pace="100:6", sut="channel-kafka", run_id="filters")
+
+    def kill_dispatcher_once_delivering() -> None:
+        received = tmp / "runs" / "filters-100x6" / "channel-kafka" / "received"
+        wait_until(lambda: any(received.glob("*.parquet")), 60, "first deliveries")
+        pid = _pid_of_dispatcher()
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_dispatcher_once_delivering, daemon=True)
+    killer.start()
+    outcomes.append(run(opts, lines.append, live=False))
+    killer.join(timeout=60)
+    assert killed, "the dispatcher was never killed"
+    summaries = analyze(spark, [o.sut_dir.root for o in outcomes], AnalyzeOptions())
+    return {s["sut"]: (o, s) for o, s in zip(outcomes, summaries, strict=True)}, lines
+
+
+def _pid_of_dispatcher() -> int:
+    """The live process table: run.json, with the pids, is written only at the end."""
+    for child in psutil.Process().children():
+        if "kafka-dispatcher" in child.cmdline():
+            return child.pid
+    raise AssertionError("no kafka-dispatcher process found")
+
+
+@pytest.mark.parametrize("sut", ["broker-imc", "broker-kafka"])
+def test_trigger_filter_drops_decoys_and_they_are_not_lost(broken_runs, sut):
+    runs, _ = broken_runs
+    outcome, summary = runs[sut]
+    counts = summary["counts"]
+    assert counts["decoys"] == 40  # every 5th of 200
+    assert counts["filtered"] == 40 and counts["leaked"] == 0
+    assert counts["lost"] == 0 and counts["received"] == 160
+    assert (
+        outcome.sut["final_stats"]["filter" if sut == "broker-imc" else "dispatcher"]["filtered"]
+        == 40
+    )
+    assert all(s["verdict"] != "breaks" for s in summary["steps"])
+
+
+def test_killed_dispatcher_shows_as_lost_events_not_a_crash(broken_runs):
+    runs, lines = broken_runs
+    outcome, summary = runs["channel-kafka"]
+    assert outcome.status == "completed"
+    assert outcome.sut["died"] == ["dispatcher"]
+    assert any("dispatcher exited during the run" in line for line in lines)
+    counts = summary["counts"]
+    assert counts["send_failures"] == 0  # the ingress kept accepting into the topic
+    assert counts["lost"] > 0 and counts["received"] + counts["lost"] == counts["acked"]
+    assert summary["steps"][0]["verdict"] == "breaks"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_refused_ingress_gives_send_failures_not_a_crash(tmp_path):
+    closed = f"http://127.0.0.1:{_free_port()}/"
+    lab = LabSettings(ingress=closed)
+    outcome = run(_opts(tmp_path, sut="external", lab=lab), print, live=False)
+    assert outcome.status == "completed"
+    sent, received = _records(outcome)
+    assert len(sent) == 150 and received == []
+    assert all(r["status"] == 0 and "refused" in r["error"].lower() for r in sent)
+    assert outcome.sender["failures"] == 150
+
+
+def test_external_system_forwarding_to_the_receiver(tmp_path):
+    """Any HTTP system subscribed to the receiver: here one of the lab's channels, started by
+    hand the way a user's cluster would be running before `evbench run`."""
+    receiver_port = _free_port()
+    system = Child(
+        "system",
+        [
+            sys.executable,
+            "-m",
+            "suts",
+            "imc-channel",
+            "--subscriber",
+            f"http://127.0.0.1:{receiver_port}/",
+            "--retries",
+            "20",
+        ],
+        tmp_path / "system.log",
+    )
+    try:
+        port = system.wait_for("listening", 30)["port"]
+        lab = LabSettings(ingress=f"http://127.0.0.1:{port}/")
+        lines: list[str] = []
+        opts = _opts(tmp_path, sut="external", lab=lab, receiver_port=receiver_port)
+        outcome = run(opts, lines.append, live=False)
+    finally:
+        system.stop()
+    assert any(f"127.0.0.1:{receiver_port}/" in line for line in lines)  # told where to point
+    sent, received = _records(outcome)
+    assert sorted(r["event_id"] for r in received) == sorted(r["event_id"] for r in sent)
+    assert len(sent) == 150
