@@ -37,6 +37,7 @@ def _sent_row(seq: int, ack: int | None = 3) -> tuple:
         seq,
         1,
         False,
+        False,
         100,
         1,
         2,
