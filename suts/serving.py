@@ -14,7 +14,6 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 
 import aiohttp
 import uvloop
@@ -147,18 +146,6 @@ class Deliverer:
         return status
 
 
-def spawn_tracked(
-    tasks: set[asyncio.Task], coro: Awaitable[object]
-) -> asyncio.Task:  # keep a reference: the loop holds tasks only weakly
-    task = asyncio.ensure_future(coro)
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
-    return task
-
-
 async def drain(tasks: set[asyncio.Task], timeout_s: float) -> None:
     if tasks:
         await asyncio.wait(list(tasks), timeout=timeout_s)
-
-
-Handler = Callable[[web.Request], Awaitable[web.Response]]
