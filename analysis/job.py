@@ -91,6 +91,15 @@ def sut_dirs(path: Path) -> list[Path]:
     return found
 
 
+def never_started(sut_dir: Path) -> bool:
+    """A SUT directory whose sender never started (say, the SUT failed to come up)."""
+    try:
+        run = json.loads((sut_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return False  # unreadable: let read_run_json name the problem
+    return not (run.get("schedule") or {}).get("start_ns")
+
+
 def read_run_json(sut_dir: Path) -> dict:
     path = sut_dir / "run.json"
     try:

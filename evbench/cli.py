@@ -232,7 +232,7 @@ def _analyze(
     export_knative: bool = False,
 ) -> int:
     # Spark is imported here only: the sender's gevent patching never meets it (DESIGN §2).
-    from analysis.job import AnalyzeOptions, analyze, sut_dirs
+    from analysis.job import AnalyzeOptions, analyze, never_started, sut_dirs
     from analysis.spark import session
     from analysis.verdicts import Thresholds
 
@@ -245,6 +245,13 @@ def _analyze(
         thresholds = Thresholds.from_json(text, str(thresholds_file))
 
     targets = sut_dirs(path)
+    if len(targets) > 1:  # a whole run: a system that never started has nothing to analyse
+        skipped = [t for t in targets if never_started(t)]
+        for sut_dir in skipped:
+            _echo(f"skipping {sut_dir.name}: it never started sending (see its run.json)")
+        targets = [t for t in targets if t not in skipped]
+        if not targets:
+            raise EvbenchError(f"{path}: no system of this run started sending")
     _echo(
         f"analysing {len(targets)} SUT director{'y' if len(targets) == 1 else 'ies'} "
         f"with Spark ({master})"

@@ -463,13 +463,22 @@ def run_matrix(
 ) -> list[RunOutcome]:
     """Every local SUT in turn under one run id, each started fresh (the 2019 matrix).
 
-    Stops at the first interrupted run: the user asked to stop, not to skip one system.
+    Stops at the first interrupted run: the user asked to stop, not to skip one system. A
+    system that fails (it would not start, or the receiver died) is recorded as failed and the
+    matrix goes on; an error before anything was recorded (a bad option) stops it.
     """
     run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
     outcomes = []
     for number, name in enumerate(suts, 1):
         echo(f"[{number}/{len(suts)}] {name}")
-        outcome = run(replace(opts, sut=name, run_id=run_id), echo, live)
+        try:
+            outcome = run(replace(opts, sut=name, run_id=run_id), echo, live)
+        except EvbenchError as exc:
+            sut_dir = SutDir(opts.runs_dir / f"{run_id}-{opts.pace.name}" / name)
+            if not sut_dir.run_json.exists():
+                raise
+            echo(f"{name} failed: {exc}\ngoing on with the next system")
+            outcome = RunOutcome(sut_dir, "failed")
         outcomes.append(outcome)
         if outcome.status == "interrupted":
             echo(f"stopping the matrix: {len(suts) - number} systems not run")

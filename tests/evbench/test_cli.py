@@ -41,3 +41,26 @@ def test_help_teaches(args, expected):
     result = _evbench(*args)
     assert result.returncode == 0, result.stderr
     assert expected in result.stdout
+
+
+def test_external_without_a_target_says_what_it_needs(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evbench",
+            "run",
+            "--sut",
+            "external",
+            "--pace",
+            "50:1",
+            "--runs-dir",
+            str(tmp_path),
+            "--no-analyze",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--ingress URL" in proc.stderr and "--kafka-bootstrap" in proc.stderr

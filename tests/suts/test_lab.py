@@ -177,3 +177,15 @@ def test_external_system_forwarding_to_the_receiver(tmp_path):
     sent, received = _records(outcome)
     assert sorted(r["event_id"] for r in received) == sorted(r["event_id"] for r in sent)
     assert len(sent) == 150
+
+
+def test_matrix_records_a_system_that_would_not_start_and_goes_on(tmp_path):
+    """`external` without --ingress cannot start: recorded as failed, and the next system runs."""
+    from analysis.job import never_started
+
+    lines: list[str] = []
+    outcomes = run_matrix(_opts(tmp_path, pace="50:1"), lines.append, False, ("external", "direct"))
+    assert [o.status for o in outcomes] == ["failed", "completed"]
+    assert any("--ingress" in line and "going on" in line for line in lines)
+    assert never_started(outcomes[0].sut_dir.root)
+    assert not never_started(outcomes[1].sut_dir.root)
