@@ -13,7 +13,9 @@ from analysis.report import (
     write_report,
 )
 from evbench.errors import EvbenchError
-from tests.analysis.crafted import craft
+from evbench.parquet import PartWriter
+from evbench.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS
+from tests.analysis.crafted import T0, craft
 from tests.browser import console_errors, drawn, render
 
 
@@ -21,8 +23,24 @@ from tests.browser import console_errors, drawn, render
 def reports(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     sut, _ = craft(root)
+    _sample_processes_and_lag(sut)
     analyze(spark, [sut], AnalyzeOptions())
     return root, write_report(sut), write_index(sut.parent, [sut])
+
+
+def _sample_processes_and_lag(sut):
+    """What a Kafka SUT's run samples: three processes every second, lag of 4 partitions."""
+    processes = PartWriter(sut / "samples", PROCESS_SAMPLE_FIELDS, prefix="processes")
+    lag = PartWriter(sut / "samples" / "consumer-lag", CONSUMER_LAG_FIELDS, prefix="lag")
+    for second in range(30):
+        t_ns = T0 + second * 1_000_000_000
+        for pid, role in enumerate(("sender", "receiver", "dispatcher"), start=100):
+            processes.append((t_ns, role, pid, (100 + second) * 1_000_000, 10.0 * pid / 100))
+        if second % 5 == 0:
+            for partition in range(4):
+                lag.append((t_ns, "g", "t", partition, 100 * second, 90 * second, 10 * second))
+    processes.flush()
+    lag.flush()
 
 
 def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
@@ -30,9 +48,10 @@ def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
     dom, console = render(report, tmp_path)
     errors = console_errors(console)
     assert errors == []
-    for div_id in ("six-series", "latency-points", "sender-health"):
+    for div_id in ("six-series", "latency-points", "sender-health", "resources"):
         assert drawn(dom, div_id), div_id
-    assert dom.count('class="main-svg"') >= 3
+    assert dom.count('class="main-svg"') >= 4
+    assert "consumer lag" in dom and "dispatcher" in dom
     assert "breaks at 400/s" in dom and "max sustainable 200/s" in dom
     # offline: one shared plotly.js under runs/, referenced relatively
     assert len(list(root.glob("plotly-*.min.js"))) == 1
