@@ -259,7 +259,10 @@ def _summary(
     e2e_seconds: dict[int, list[tuple]] = {}
     for point in sorted(e2e_points, key=lambda p: p["second"]):
         e2e_seconds.setdefault(point["step"], []).append((point["second"], point["p50_ms"]))
-    steps = [_step_row(t, durations, step_sketch, e2e_seconds, opts.thresholds) for t in totals]
+    baseline = _baseline_e2e_p99_ms(totals, step_sketch, opts.thresholds.min_events)
+    steps = [
+        _step_row(t, durations, step_sketch, e2e_seconds, opts.thresholds, baseline) for t in totals
+    ]
     point, sustainable = breaking_point([s.pop("_verdict") for s in steps])
     return {
         "run_id": run["run_id"],
@@ -289,12 +292,24 @@ def _whole_run(step_sketch: dict, metric: str) -> dict:
     return tail_figures(merged(d for d, _ in parts), merged_top(t for _, t in parts))
 
 
+def _baseline_e2e_p99_ms(totals: list[dict], step_sketch: dict, min_events: int) -> float | None:
+    """E2E P99 of the pace's first step with enough deliveries: the system before the load."""
+    for total in sorted(totals, key=lambda t: t["step"]):
+        if total["step"] < 1:
+            continue
+        e2e = tail_figures(*step_sketch.get(("e2e", total["step"]), (merged([]), None)))
+        if e2e["n"] and e2e["n"] >= min_events:
+            return e2e["p99"]
+    return None
+
+
 def _step_row(
     total: dict,
     durations: dict[int, int],
     step_sketch: dict,
     e2e_seconds: dict,
     thresholds: Thresholds,
+    baseline_e2e_p99_ms: float | None,
 ) -> dict:
     step, rate = total["step"], total["target_rate_per_s"]
     duration_s = durations.get(step, max(1, total["scheduled"] // max(rate, 1)))
@@ -318,6 +333,8 @@ def _step_row(
         expected_delivery_rate_per_s=rate * (1 - total["decoys"] / max(total["scheduled"], 1)),
         e2e_median_ms=e2e["p50"],
         e2e_rise_ms=slope_rise_ms([p[0] for p in points], [p[1] for p in points]),
+        e2e_p99_ms=e2e["p99"],
+        baseline_e2e_p99_ms=baseline_e2e_p99_ms,
     )
     verdict = judge(figures, thresholds)
     return {

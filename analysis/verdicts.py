@@ -9,7 +9,10 @@ A step is judged in this order:
    above `max_lost_ratio` of acked events; delivered rate below `min_delivered_ratio` of the
    target; end-to-end latency rising through the step by more than
    max(`latency_rise_min_ms`, `latency_rise_ratio` x the step's median) (a positive slope that
-   does not flatten: a queue growing without bound).
+   does not flatten: a queue growing without bound); or end-to-end P99 above
+   max(`latency_inflation_min_ms`, `latency_inflation_ratio` x the baseline P99), the baseline
+   being the P99 of the pace's first step (a standing queue: the system delivers the rate, but
+   seconds late).
 4. otherwise *holds*.
 
 Breaking point = the lowest-rate step that breaks on its own. A breaking step that follows a
@@ -39,6 +42,8 @@ class Thresholds:
     min_delivered_ratio: float = 0.98
     latency_rise_min_ms: float = 20.0
     latency_rise_ratio: float = 0.5
+    latency_inflation_ratio: float = 5.0
+    latency_inflation_min_ms: float = 100.0
     min_sender_ratio: float = 0.99
     max_sender_lag_p99_ms: float = 10.0
     min_events: int = 100
@@ -83,6 +88,8 @@ class StepFigures:
     # What should arrive per second when decoys (filtered on purpose) are part of the pace;
     # None means the target rate.
     expected_delivery_rate_per_s: float | None = None
+    e2e_p99_ms: float | None = None
+    baseline_e2e_p99_ms: float | None = None  # the first step's: how the system does unloaded
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,15 @@ def judge(fig: StepFigures, t: Thresholds) -> Verdict:
         allowed = max(t.latency_rise_min_ms, t.latency_rise_ratio * fig.e2e_median_ms)
         if fig.e2e_rise_ms > allowed:
             broken.append(f"e2e latency rose {fig.e2e_rise_ms:.0f} ms through the step")
+    if fig.e2e_p99_ms is not None and fig.baseline_e2e_p99_ms is not None:
+        allowed = max(
+            t.latency_inflation_min_ms, t.latency_inflation_ratio * fig.baseline_e2e_p99_ms
+        )
+        if fig.e2e_p99_ms > allowed:
+            broken.append(
+                f"e2e P99 {fig.e2e_p99_ms:.0f} ms, over {allowed:.0f} ms "
+                f"({t.latency_inflation_ratio:g}x the first step's {fig.baseline_e2e_p99_ms:.0f})"
+            )
     return verdict(BREAKS, *broken) if broken else verdict(HOLDS)
 
 

@@ -65,7 +65,7 @@ def main() -> int:
         print(__doc__)
         return 2
     run_dir = Path(sys.argv[1])
-    suts = sorted(p.parent for p in run_dir.glob("*/analysis/summary.json"))
+    suts = sorted(p.parent.parent for p in run_dir.glob("*/analysis/summary.json"))
     if not suts:
         print(f"no analysed SUTs under {run_dir}; run `evbench analyze {run_dir}` first")
         return 1

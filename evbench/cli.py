@@ -314,11 +314,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.command == "run":
             from evbench.runner import RunOptions, run, run_matrix
+            from suts.lab import LOCAL_SUTS
 
             opts = RunOptions(
                 pace=resolve_pace(args.pace, args.paces_dir),
                 runs_dir=args.runs_dir or default_runs_dir(),
-                sut=args.sut or "direct",
+                sut=args.sut[0] if args.sut else "direct",
                 run_id=args.run_id,
                 payload_bytes=args.payload_bytes,
                 step_gap_s=args.step_gap,
@@ -334,12 +335,16 @@ def main(argv: list[str] | None = None) -> int:
                 lab=lab_settings(args),
             )
             live = sys.stderr.isatty()
-            outcomes = [run(opts, _echo, live)] if args.sut else run_matrix(opts, _echo, live)
+            single = args.sut is not None and len(args.sut) == 1
+            if single:
+                outcomes = [run(opts, _echo, live)]
+            else:
+                outcomes = run_matrix(opts, _echo, live, args.sut or LOCAL_SUTS)
             analysable = [o for o in outcomes if o.status != "failed"]
             if not args.no_analyze and analysable:
                 # One analysis of the whole run directory: one Spark chain, one index.html.
                 target = outcomes[0].sut_dir.root
-                _analyze(target.parent if not args.sut else target, "local[*]", 0.0)
+                _analyze(target if single else target.parent, "local[*]", 0.0)
             return max(o.exit_code for o in outcomes)
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)

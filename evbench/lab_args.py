@@ -20,14 +20,25 @@ Kafka SUTs start a fresh Tansu broker (memory storage) unless --kafka-bootstrap 
 """
 
 
+def sut_list(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SUTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown system '{(unknown or [text])[0]}': choose from {', '.join(SUTS)}"
+        )
+    return names
+
+
 def add_lab_arguments(run: argparse.ArgumentParser) -> None:
     defaults = LabSettings()
     run.add_argument(
         "--sut",
         default=None,
-        choices=SUTS,
-        metavar="SUT",
-        help=f"system under test: {', '.join(SUTS)} (default: all of {', '.join(LOCAL_SUTS)})",
+        type=sut_list,
+        metavar="SUT[,SUT...]",
+        help=f"systems under test, in turn: {', '.join(SUTS)} "
+        f"(default: all of {', '.join(LOCAL_SUTS)})",
     )
     lab = run.add_argument_group("system under test")
     lab.add_argument("--ingress", default=None, metavar="URL", help="external: where to send")

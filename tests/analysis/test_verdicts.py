@@ -46,6 +46,16 @@ JUDGE = [
     ("delivery falls behind", fig(delivered_rate_per_s=900.0), BREAKS, "delivered 900/s"),
     ("latency grows through the step", fig(e2e_rise_ms=25.0), BREAKS, "rose 25 ms"),
     ("rise small against a slow system", fig(e2e_median_ms=400.0, e2e_rise_ms=150.0), HOLDS, ""),
+    (
+        "standing queue: delivered, but seconds late",
+        fig(e2e_p99_ms=2190.0, baseline_e2e_p99_ms=402.0),
+        BREAKS,
+        "e2e P99 2190 ms, over 2010 ms",
+    ),
+    ("within 5x of the first step", fig(e2e_p99_ms=2000.0, baseline_e2e_p99_ms=402.0), HOLDS, ""),
+    ("fast system: the floor applies", fig(e2e_p99_ms=34.0, baseline_e2e_p99_ms=2.0), HOLDS, ""),
+    ("over the floor", fig(e2e_p99_ms=101.0, baseline_e2e_p99_ms=2.0), BREAKS, "over 100 ms"),
+    ("no baseline yet", fig(e2e_p99_ms=5000.0), HOLDS, ""),
     ("sender lagging", fig(sender_lag_p99_ms=25.0, send_failures=5000), SENDER_LIMITED, "lag"),
     ("sender short of the pace", fig(sender_ratio=0.9), SENDER_LIMITED, "90.0%"),
     (

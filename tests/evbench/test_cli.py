@@ -64,3 +64,23 @@ def test_external_without_a_target_says_what_it_needs(tmp_path):
     )
     assert proc.returncode == 2
     assert "--ingress URL" in proc.stderr and "--kafka-bootstrap" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("direct", ("direct",)), ("channel-kafka, source-kafka", ("channel-kafka", "source-kafka"))],
+)
+def test_sut_list(text, expected):
+    from evbench.lab_args import sut_list
+
+    assert sut_list(text) == expected
+
+
+@pytest.mark.parametrize("text", ["kafka", "direct,nope", ","])
+def test_unknown_sut_is_named(text):
+    import argparse
+
+    from evbench.lab_args import sut_list
+
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown system"):
+        sut_list(text)
