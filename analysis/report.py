@@ -29,7 +29,7 @@ _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
-th { background: #f3f3f3; } td.text { text-align: left; }
+th { background: #f3f3f3; } td.text { text-align: left; min-width: 28rem; }
 .holds { background: #e6f4ea; } .breaks { background: #fde7e7; }
 .sender-limited, .insufficient-data { background: #eee; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }
