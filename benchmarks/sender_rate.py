@@ -6,7 +6,9 @@ loopback. The rate holds when the achieved send rate is >= 99 % of target and se
 
     .venv/bin/python benchmarks/sender_rate.py [--rates 2000,4000,...] [--seconds 10] [--repeats 3]
 
-With --repeats, each rate runs that many times and the row shows medians.
+With --repeats, each rate runs that many times and the row shows medians. With --kafka, the
+sender produces Kafka records (the source-kafka path) to a fresh local Tansu broker, a topic of
+--partitions partitions, and nothing consumes them; publish latency is then the produce ack.
 
 The receiver shares the machine, so on 2 cores this is a floor for the sender, not a ceiling.
 """
@@ -30,6 +32,7 @@ from evbench.instruments import start_receiver
 from evbench.parquet import read_parts
 from evbench.procs import Child
 from evbench.records import SENT_FIELDS
+from suts.tansu import Tansu, create_topic
 
 
 def run_rate(
@@ -82,6 +85,9 @@ def run_rate(
         or 0
     )
     lag_ns = sorted(lag_ns)
+    publish_ns = sorted(
+        pc.subtract(table.column("ack_ns"), sent_ns).drop_null().to_numpy(zero_copy_only=False)
+    )
     start_ns = pc.min(table.column("intended_ns")).as_py()
     achieved = achieved_rate_per_s(table.num_rows, start_ns, pc.max(sent_ns).as_py(), rate)
     return {
@@ -92,6 +98,9 @@ def run_rate(
         "lag_p50_ms": lag_ns[len(lag_ns) // 2] / 1e6,
         "lag_p99_ms": lag_ns[int(len(lag_ns) * 0.99) - 1] / 1e6,
         "lag_max_ms": lag_ns[-1] / 1e6,
+        "publish_p99_ms": publish_ns[int(len(publish_ns) * 0.99) - 1] / 1e6
+        if publish_ns
+        else float("nan"),
         "rss_mb_first": rss[0] / 2**20 if rss else float("nan"),
         "rss_mb_last": rss[-1] / 2**20 if rss else float("nan"),
     }
@@ -103,6 +112,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--payload-bytes", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=1, help="runs per rate; rows show medians")
+    parser.add_argument("--kafka", action="store_true", help="produce to a local Tansu broker")
+    parser.add_argument("--partitions", type=int, default=100, help="with --kafka (default 100)")
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
 
@@ -113,12 +124,18 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        receiver, base_url = start_receiver(workdir / "received", workdir / "receiver.log")
+        if args.kafka:
+            broker = Tansu(workdir / "tansu.log")
+            bootstrap = broker.start()
+            create_topic(bootstrap, "bench", args.partitions, 1)
+            url, stop = f"kafka://{bootstrap}/bench", broker.stop
+        else:
+            receiver, base_url = start_receiver(workdir / "received", workdir / "receiver.log")
+            url, stop = base_url + "/", receiver.stop
         try:
-            url = base_url + "/"
             print(
                 f"{'target/s':>9} {'achieved/s':>11} {'%':>7} {'ok':>8} {'lag p50':>8} "
-                f"{'lag p99':>8} {'lag max':>8} {'RSS MB':>13}  verdict"
+                f"{'lag p99':>8} {'lag max':>8} {'pub p99':>8} {'RSS MB':>13}  verdict"
             )
             best = None
             for rate in rates:
@@ -134,13 +151,13 @@ def main() -> int:
                 print(
                     f"{rate:>9} {row['achieved']:>11.1f} {100 * row['achieved'] / rate:>6.2f}% "
                     f"{row['ok']:>8} {row['lag_p50_ms']:>6.2f}ms {row['lag_p99_ms']:>6.2f}ms "
-                    f"{row['lag_max_ms']:>6.1f}ms "
+                    f"{row['lag_max_ms']:>6.1f}ms {row['publish_p99_ms']:>6.2f}ms "
                     f"{row['rss_mb_first']:>6.0f}->{row['rss_mb_last']:<5.0f}"
                     f"  {'holds' if holds else 'misses'}",
                     flush=True,
                 )
         finally:
-            receiver.stop()
+            stop()
     print(
         f"\nmax open-loop rate that held (>= 99 % achieved, lag p99 <= 2 ms): "
         f"{best if best else 'none'} events/s per process"
