@@ -167,25 +167,9 @@ def import_knative(
             e = events[seq]
             sent_ns = round(e.sent_ms * 1e6)
             eid = f"knative-{seq}"
-            if e.publish_ms is None:
-                sent_w.append(
-                    (
-                        eid,
-                        seq,
-                        number,
-                        False,
-                        False,
-                        rate,
-                        sent_ns,
-                        sent_ns,
-                        None,
-                        0,
-                        IMPORTED_ERROR,
-                        0,
-                        0,
-                    )
-                )
-                continue
+            answered = e.publish_ms is not None
+            ack_ns = sent_ns + round(e.publish_ms * 1e6) if answered else None
+            status, error = (202, None) if answered else (0, IMPORTED_ERROR)
             sent_w.append(
                 (
                     eid,
@@ -196,13 +180,15 @@ def import_knative(
                     rate,
                     sent_ns,
                     sent_ns,
-                    sent_ns + round(e.publish_ms * 1e6),
-                    202,
-                    None,
+                    ack_ns,
+                    status,
+                    error,
                     0,
                     0,
                 )
             )
+            if not answered:
+                continue
             if e.delivery_ms is not None:
                 recv_w.append(
                     (eid, sent_ns + round(e.delivery_ms * 1e6), "knative-2019", 0, None, None, None)

@@ -76,6 +76,19 @@ class Child:
             if doc.get("event") == event:
                 return doc
 
+    def final_report(self, event: str = "stopped", timeout_s: float = 5.0) -> dict:
+        """The `stats` of the child's last report line (`{"event": "stopped", "stats": ...}`),
+        read after it was stopped; {} when it never wrote one."""
+        while True:
+            try:
+                doc = self.next_line(timeout_s)
+            except queue.Empty:
+                return {}
+            if doc is None:
+                return {}
+            if doc.get("event") == event:
+                return doc.get("stats", {})
+
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:
             os.kill(self.pid, sig)

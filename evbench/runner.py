@@ -235,7 +235,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                         f"{receiver.tail()}"
                     )
                 receiver.stop()
-                outcome.receiver = _final_receiver_stats(receiver)
+                outcome.receiver = receiver.final_report()
             sampler.stop()
             client.close()
             _write_run_json(
@@ -364,18 +364,6 @@ def _wait_for_stragglers(
         stats = _receiver_stats(client, base_url) or stats
         if stats["received"] != last:
             last, last_change = stats["received"], time.monotonic()
-
-
-def _final_receiver_stats(receiver: Child) -> dict:
-    while True:
-        try:
-            doc = receiver.next_line(timeout_s=5)
-        except queue.Empty:
-            return {}
-        if doc is None:
-            return {}
-        if doc.get("event") == "stopped":
-            return doc.get("stats", {})
 
 
 def _write_run_json(

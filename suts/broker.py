@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from suts.cloudevents import Filter, filter_attributes, forward_headers, http_attributes, matches
+from suts.cloudevents import Filter, filter_attributes, forward_headers, matches
 from suts.serving import Component, Deliverer
 
 
@@ -32,12 +32,9 @@ class BrokerIngress(Component):
         app.router.add_post("/", self.ingress)
 
     async def ingress(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        try:
-            http_attributes(request.headers, body)
-        except ValueError as exc:
-            self.stats["rejected"] += 1
-            return web.Response(status=400, text=str(exc))
+        body, rejection = await self.read_event(request)
+        if rejection is not None:
+            return rejection
         status = await self.deliverer.deliver(self.channel, forward_headers(request.headers), body)
         return web.Response(status=status if status else 502)
 

@@ -13,7 +13,7 @@ import asyncio
 
 from aiohttp import web
 
-from suts.cloudevents import forward_headers, http_attributes
+from suts.cloudevents import forward_headers
 from suts.serving import Component, Deliverer, drain
 
 
@@ -53,12 +53,9 @@ class InMemoryChannel(Component):
         app.router.add_post("/", self.ingress)
 
     async def ingress(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        try:
-            http_attributes(request.headers, body)
-        except ValueError as exc:
-            self.stats["rejected"] += 1
-            return web.Response(status=400, text=str(exc))
+        body, rejection = await self.read_event(request)
+        if rejection is not None:
+            return rejection
         if self.queue.qsize() >= self.queue_limit:
             self.stats["queue_full"] += 1
             return web.Response(status=503, text="channel queue full")

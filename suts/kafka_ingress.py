@@ -14,7 +14,7 @@ import threading
 from aiohttp import web
 from confluent_kafka import KafkaException, Producer
 
-from suts.cloudevents import http_attributes, to_kafka_headers
+from suts.cloudevents import to_kafka_headers
 from suts.serving import Component
 
 
@@ -49,12 +49,9 @@ class KafkaIngress(Component):
         app.router.add_post("/", self.ingress)
 
     async def ingress(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        try:
-            http_attributes(request.headers, body)
-        except ValueError as exc:
-            self.stats["rejected"] += 1
-            return web.Response(status=400, text=str(exc))
+        body, rejection = await self.read_event(request)
+        if rejection is not None:
+            return rejection
         assert self.producer is not None
         acked: asyncio.Future[str | None] = self.loop.create_future()
 

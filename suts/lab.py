@@ -14,7 +14,6 @@ downstream already listens when it starts.
 
 from __future__ import annotations
 
-import queue
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -259,7 +258,7 @@ class Sut:
         # Ingress first, so traffic stops at the door; then downstream in turn.
         for role, part in reversed(list(self.components.items())):
             part.child.stop()
-            self.final_stats[role] = _stopped_stats(part.child)
+            self.final_stats[role] = part.child.final_report(timeout_s=2)
         if self.broker is not None:
             self.broker.stop()
         return self.final_stats
@@ -303,15 +302,3 @@ TOPOLOGIES = {
     "-> receiver",
     "external": "sender -> your system -> receiver",
 }
-
-
-def _stopped_stats(child: Child) -> dict:
-    while True:
-        try:
-            doc = child.next_line(timeout_s=2)
-        except queue.Empty:
-            return {}
-        if doc is None:
-            return {}
-        if doc.get("event") == "stopped":
-            return doc.get("stats", {})

@@ -19,6 +19,8 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
+from suts.cloudevents import http_attributes
+
 STOP_GRACE_S = 2.0
 
 
@@ -51,6 +53,16 @@ class Component:
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError
+
+    async def read_event(self, request: web.Request) -> tuple[bytes, web.Response | None]:
+        """An ingress's first step: the body, or the 400 to answer when it is not a CloudEvent."""
+        body = await request.read()
+        try:
+            http_attributes(request.headers, body)
+        except ValueError as exc:
+            self.stats["rejected"] += 1
+            return body, web.Response(status=400, text=str(exc))
+        return body, None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
