@@ -61,6 +61,7 @@ def run_rate(
     process = psutil.Process(child.pid)
     rss = []
     done = None
+    cpu = None
     while done is None:
         try:
             doc = child.next_line(timeout_s=seconds + 60)
@@ -72,6 +73,7 @@ def run_rate(
             rss.append(process.memory_info().rss)
         if doc.get("event") == "done":
             done = doc
+            cpu = process.cpu_times()
     child.wait(30)
     table = read_parts(out, SENT_FIELDS)
     sent_ns = table.column("sent_ns")
@@ -101,6 +103,7 @@ def run_rate(
         "publish_p99_ms": publish_ns[int(len(publish_ns) * 0.99) - 1] / 1e6
         if publish_ns
         else float("nan"),
+        "cpu_s_per_1000": (cpu.user + cpu.system) * 1000 / table.num_rows if cpu else float("nan"),
         "rss_mb_first": rss[0] / 2**20 if rss else float("nan"),
         "rss_mb_last": rss[-1] / 2**20 if rss else float("nan"),
     }
@@ -153,6 +156,7 @@ def main() -> int:
                     f"{row['ok']:>8} {row['lag_p50_ms']:>6.2f}ms {row['lag_p99_ms']:>6.2f}ms "
                     f"{row['lag_max_ms']:>6.1f}ms {row['publish_p99_ms']:>6.2f}ms "
                     f"{row['rss_mb_first']:>6.0f}->{row['rss_mb_last']:<5.0f}"
+                    f" cpu/1k {row['cpu_s_per_1000']:.3f}s"
                     f"  {'holds' if holds else 'misses'}",
                     flush=True,
                 )

@@ -1,42 +1,41 @@
-"""The open-loop sender engine on gevent.
+"""The open-loop sender engine on an asyncio event loop (uvloop in `python -m loadgen`).
 
-Import only from `loadgen.__main__`, which monkey-patches the process first (DESIGN §2).
+A precise timer (`loadgen.ticker`) wakes the pacer at each slot's instant on the monotonic
+clock; the pacer starts every slot that is due and re-arms for the next one. Starting a slot
+never waits for anything: the transport writes the request on an idle connection or queues it
+for one, and answers are read by the same loop whenever they come. So a slow, stuck or refusing
+system under test cannot delay a slot (no coordinated omission). The only bound is the in-flight
+cap, and every slot refused by it is recorded as a failure at its own time.
 
-One pacer greenlet walks the schedule and, at each slot, spawns a greenlet that sends one event;
-it never waits for earlier events to be answered, so a slow system under test cannot slow the
-pace (no coordinated omission). The only bound is the in-flight cap, and every slot refused by it
-is recorded as a failure rather than silently delayed. Transports (HTTP now, Kafka later) only
-send; stamping, recording and pacing live here, so every transport is measured the same way.
+Times in records are wall-clock (`time.time_ns()`, like the receiver's stamps); the schedule's
+waiting is done on the monotonic clock, so a wall-clock step during a run shows up in the lag
+rather than bending the schedule. Two figures tell the sender's health apart: wake jitter (how
+late the timer woke the pacer) and lag (request start minus intended time).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import time
 from array import array
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import gevent
-import gevent.event
 
 from evbench.formulas import achieved_rate_per_s, percentile
-from evbench.parquet import PartWriter, slices
-from evbench.records import DECOY_EVENT_TYPE, EVENT_TYPE, INFLIGHT_CAP_ERROR, WARMUP_EVENT_TYPE
-from loadgen.payload import PayloadBuilder, event_id
-from loadgen.schedule import NS_PER_S, PlannedStep, step_slots
+from evbench.parquet import PartWriter
+from evbench.records import INFLIGHT_CAP_ERROR
+from loadgen.recorder import NO_TIME, RowPlan, SentColumns, is_decoy, to_batch
+from loadgen.request import DECOY, MEASURE, WARMUP, Request, Transport
+from loadgen.schedule import NS_PER_S, PlannedStep
+from loadgen.ticker import Ticker
 
-# Yield to the hub at least this often while catching up, so spawned sends actually start.
-_MAX_SLOTS_WITHOUT_YIELD = 16
-
-
-class Transport(Protocol):
-    def send(self, event_id: str, payload: bytes, ce_type: str) -> tuple[int, str | None, bool]:
-        """Send one event; (status, error or None, whether any answer came back)."""
-        ...
-
-    def close(self) -> None: ...
+# Slots started in one wake-up before the loop reads answers again, when the pacer is behind.
+_MAX_SLOTS_PER_WAKE = 64
+# How often timed-out requests are looked for.
+_SWEEP_INTERVAL_S = 0.1
 
 
 @dataclass
@@ -52,10 +51,11 @@ class StepState:
     gc_ms: float | None = None
     gc_collected: int | None = None
     lags_ns: array = field(default_factory=lambda: array("q"))
+    wake_jitter_ns: array = field(default_factory=lambda: array("q"))
 
     def summary(self, workers: int) -> dict:
         lags = sorted(self.lags_ns)
-        p99 = percentile(lags, 0.99)
+        wakes = sorted(self.wake_jitter_ns)
         return {
             "step": self.planned.number,
             "warmup": self.planned.warmup,
@@ -72,8 +72,10 @@ class StepState:
             )
             * workers,
             "lag_p50_ms": _ms(percentile(lags, 0.5)),
-            "lag_p99_ms": _ms(p99),
+            "lag_p99_ms": _ms(percentile(lags, 0.99)),
             "lag_max_ms": _ms(lags[-1] if lags else None),
+            "wake_jitter_p99_ms": _ms(percentile(wakes, 0.99)),
+            "wake_jitter_max_ms": _ms(wakes[-1] if wakes else None),
             "gc_ms": self.gc_ms,
             "gc_collected": self.gc_collected,
         }
@@ -83,45 +85,61 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / 1e6, 3)
 
 
+class _Cursor:
+    """Where the pacer is within the current step: the next slot index of this worker."""
+
+    __slots__ = ("done", "end", "index", "state", "step")
+
+    def __init__(self, step: PlannedStep, state: StepState, first: int, done: asyncio.Future):
+        self.step = step
+        self.state = state
+        self.index = first
+        self.end = step.events
+        self.done = done
+
+
 class Engine:
     def __init__(
         self,
         transport: Transport,
         writer: PartWriter,
         steps: tuple[PlannedStep, ...],
-        payloads: PayloadBuilder,
         *,
-        run_tag: str,
-        worker: int = 0,
+        plan: RowPlan,
         workers: int = 1,
         max_inflight: int = 4096,
+        request_timeout_s: float = 30.0,
         drain_timeout_s: float = 10.0,
         flush_interval_s: float = 1.0,
-        decoy_every: int = 0,
         emit: Callable[[dict], None] = lambda doc: None,
     ) -> None:
         self.transport = transport
         self.writer = writer
         self.steps = steps
-        self.payloads = payloads
-        self.run_tag = run_tag
-        self.worker = worker
+        self.plan = plan
+        self.worker = plan.worker
         self.workers = workers
         self.max_inflight = max_inflight
+        self.request_timeout_s = request_timeout_s
         self.drain_timeout_s = drain_timeout_s
         self.flush_interval_s = flush_interval_s
-        self.decoy_every = decoy_every
         self.emit = emit
         self.stop_reason: str | None = None
         self.force_stop = False
-        self._wake = gevent.event.Event()
-        self._inflight: dict[int, tuple] = {}
-        self._current: StepState | None = None
-        self._window_lags_ns = array("q")
-        self._window_sent = 0
         self.states: list[StepState] = []
         self.flush_errors = 0
         self.unanswered_at_end = 0
+        self.timed_out = 0
+        self.inflight = 0
+        self._columns = SentColumns()
+        self._started: deque[Request] = deque()  # in start order, for timeouts and the drain
+        self._cursor: _Cursor | None = None
+        self._window_lags_ns = array("q")
+        self._window_sent = 0
+        self._wake: asyncio.Event | None = None
+        self._ticker: Ticker | None = None
+        self._id_prefix = plan.event_id_prefix.encode()
+        transport.bind(self._complete)
 
     # control
     def stop(self, reason: str) -> None:
@@ -129,35 +147,65 @@ class Engine:
         if self.stop_reason is not None:
             self.force_stop = True
         self.stop_reason = reason
-        self._wake.set()
+        if self._wake is not None:
+            self._wake.set()
+        cursor = self._cursor
+        if cursor is not None and not cursor.done.done():
+            cursor.done.set_result(None)
 
     # main loop
-    def run(self, start_ns: int) -> dict:
+    async def run(self, start_ns: int) -> dict:
+        """Run the schedule whose slot 0 is at wall-clock `start_ns`; returns the summary."""
+        loop = asyncio.get_running_loop()
         self.start_ns = start_ns
+        # The schedule in monotonic terms: one reading of both clocks, taken together.
+        self._mono_minus_wall_ns = time.monotonic_ns() - time.time_ns()
+        self._wake = asyncio.Event()
+        self._ticker = Ticker(loop, self._on_tick)
         # First-call costs (thread start, pyarrow's lazy init) belong before the first slot.
-        gevent.get_hub().threadpool.apply(self.writer.warm_up)
-        flusher = gevent.spawn(self._flush_forever)
-        reporter = gevent.spawn(self._report_forever)
+        await loop.run_in_executor(None, self.writer.warm_up)
+        tasks = [
+            loop.create_task(self._flush_forever()),
+            loop.create_task(self._report_forever()),
+            loop.create_task(self._sweep_forever()),
+        ]
         try:
             for step in self.steps:
-                if not self._wait_until(start_ns + step.start_offset_ns):
+                step_start_ns = start_ns + step.start_offset_ns
+                await self._prepare(step, step_start_ns)
+                if not await self._wait_until(step_start_ns):
                     break
-                state = self._run_step(step)
-                self._after_step(state)
-            self._drain()
+                state = await self._run_step(step)
+                await self._after_step(state)
+                if self.stop_reason is not None:
+                    break
+            await self._drain()
         finally:
-            reporter.kill()
-            flusher.kill()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             gc.enable()
-            self._flush()
-            self.transport.close()
+            self._ticker.close()
+            await self._flush()
+            await self.transport.close()
         return self.summary()
 
-    def _run_step(self, step: PlannedStep) -> StepState:
-        step_start_ns = self.start_ns + step.start_offset_ns
-        state = StepState(step, step_start_ns)
+    async def _prepare(self, step: PlannedStep, step_start_ns: int) -> None:
+        """Open connections for the step ahead of its start, for at most the time left."""
+        left_s = (step_start_ns - time.time_ns()) / NS_PER_S - 0.05
+        if left_s <= 0:
+            return
+        # Past the deadline the pool keeps growing in the background; the step starts on time.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.transport.prepare(step.rate_per_s), left_s)
+
+    def _mono(self, wall_ns: int) -> int:
+        return wall_ns + self._mono_minus_wall_ns
+
+    async def _run_step(self, step: PlannedStep) -> StepState:
+        loop = asyncio.get_running_loop()
+        state = StepState(step, self.start_ns + step.start_offset_ns)
         self.states.append(state)
-        self._current = state
         self.emit(
             {
                 "event": "step_start",
@@ -165,118 +213,126 @@ class Engine:
                 "warmup": step.warmup,
                 "target_rate_per_s": step.rate_per_s,
                 "duration_s": step.duration_s,
-                "start_ns": step_start_ns,
+                "start_ns": state.start_ns,
             }
         )
-        clock = time.time_ns
-        sleep = gevent.sleep
-        spawn = gevent.spawn_raw
-        fire = self._fire
-        inflight = self._inflight
-        start_ns = self.start_ns
-        since_yield = 0
+        first = (self.worker - step.first_seq) % self.workers
+        cursor = _Cursor(step, state, first, loop.create_future())
+        self._cursor = cursor
         # Collections during a step would stall every in-flight send; they run between steps.
         gc.disable()
-        for slot in step_slots(step, self.worker, self.workers):
-            intended_ns = start_ns + slot.offset_ns
-            wait_ns = intended_ns - clock()
-            if wait_ns > 0:
-                sleep(wait_ns / NS_PER_S)
-                since_yield = 0
-            else:
-                since_yield += 1
-                if since_yield >= _MAX_SLOTS_WITHOUT_YIELD:
-                    sleep(0)
-                    since_yield = 0
-            if self.stop_reason is not None:
-                break
-            if len(inflight) >= self.max_inflight:
-                state.cap_hits += 1
-                state.failures += 1
-                self._record_unsent(slot, intended_ns, INFLIGHT_CAP_ERROR)
-                continue
-            state.scheduled += 1
-            # Registered here, not in the send greenlet, so the drain sees sends not yet started.
-            inflight[slot.seq] = (state, slot, intended_ns, None)
-            spawn(fire, state, slot, intended_ns)
-        sleep(0)  # let the last spawned sends start before the gap's GC
+        if cursor.index >= cursor.end:
+            cursor.done.set_result(None)
+        else:
+            self._on_tick()
+        await cursor.done
+        self._cursor = None
         return state
 
-    def _fire(self, state: StepState, slot, intended_ns: int) -> None:
-        eid = event_id(self.run_tag, self.worker, slot.seq)
-        payload = self.payloads.build(eid)
+    def _on_tick(self) -> None:
+        """Start every slot that is due, then re-arm the timer for the next one."""
+        cursor = self._cursor
+        if cursor is None or cursor.done.done():
+            return
+        step = cursor.step
+        state = cursor.state
+        rate = step.rate_per_s
+        workers = self.workers
+        offset0 = step.start_offset_ns
+        wall0 = self.start_ns
+        mono0 = self._mono(wall0)
+        clock = time.monotonic_ns
+        now = clock()
+        index = cursor.index
+        end = cursor.end
+        fired = 0
+        due = mono0 + offset0 + index * NS_PER_S // rate
+        if due <= now:
+            state.wake_jitter_ns.append(now - due)
+        while index < end:
+            offset = offset0 + index * NS_PER_S // rate
+            due = mono0 + offset
+            if due > now:
+                now = clock()
+                if due > now:
+                    break
+            if fired == _MAX_SLOTS_PER_WAKE:
+                # Behind schedule: let the loop read answers, then carry on at once.
+                cursor.index = index
+                asyncio.get_running_loop().call_soon(self._on_tick)
+                return
+            self._fire(state, step, step.first_seq + index, wall0 + offset)
+            fired += 1
+            index += workers
+        cursor.index = index
+        if index >= end:
+            cursor.done.set_result(None)
+        else:
+            assert self._ticker is not None
+            self._ticker.arm(mono0 + offset0 + index * NS_PER_S // rate)
+
+    def _fire(self, state: StepState, step: PlannedStep, seq: int, intended_ns: int) -> None:
+        if self.stop_reason is not None:
+            return
+        if self.inflight >= self.max_inflight:
+            state.cap_hits += 1
+            state.failures += 1
+            self._columns.append(seq, intended_ns, NO_TIME, NO_TIME, 0, INFLIGHT_CAP_ERROR)
+            return
+        if step.warmup:
+            kind = WARMUP
+        elif is_decoy(seq, False, self.plan.decoy_every):
+            kind = DECOY
+        else:
+            kind = MEASURE
+        event_id = self._id_prefix + str(seq).encode()
         sent_ns = time.time_ns()
-        if slot.seq not in self._inflight:
-            return  # the run ended before this send started; its row is already written
-        self._inflight[slot.seq] = (state, slot, intended_ns, sent_ns)
+        request = Request(seq, event_id, kind, intended_ns, sent_ns, state)
+        state.scheduled += 1
         state.sent += 1
         state.last_sent_ns = sent_ns
         lag_ns = sent_ns - intended_ns
         state.lags_ns.append(lag_ns)
         self._window_lags_ns.append(lag_ns)
         self._window_sent += 1
-        status, error, answered = self.transport.send(eid, payload, self._ce_type(slot))
-        ack_ns = time.time_ns() if answered else None
-        if self._inflight.pop(slot.seq, None) is None:
-            return  # given up on at the end of the run; its row is already written
+        self.inflight += 1
+        self._started.append(request)
+        self.transport.send(request)
+
+    def _complete(
+        self, request: Request, status: int, error: str | None, ack_ns: int | None
+    ) -> None:
+        """The transport's report on one request; the first report wins."""
+        if request.done:
+            return
+        request.done = True
+        self.inflight -= 1
         if 200 <= status < 300:
-            state.ok += 1
+            request.state.ok += 1
         else:
-            state.failures += 1
-        self.writer.rows.append(
-            (
-                eid,
-                slot.seq,
-                slot.step,
-                slot.warmup,
-                self._is_decoy(slot),
-                slot.rate_per_s,
-                intended_ns,
-                sent_ns,
-                ack_ns,
-                status,
-                error,
-                self.worker,
-                len(payload),
-            )
+            request.state.failures += 1
+        self._columns.append(
+            request.seq,
+            request.intended_ns,
+            request.sent_ns,
+            NO_TIME if ack_ns is None else ack_ns,
+            status,
+            error,
         )
+        if self.inflight == 0 and self._wake is not None:
+            self._wake.set()
 
-    def _is_decoy(self, slot) -> bool:
-        every = self.decoy_every
-        return bool(every) and not slot.warmup and slot.seq % every == every - 1
+    def _give_up(self, request: Request, error: str) -> None:
+        self.transport.abandon(request)
+        self._complete(request, 0, error, None)
 
-    def _ce_type(self, slot) -> str:
-        if slot.warmup:
-            return WARMUP_EVENT_TYPE
-        return DECOY_EVENT_TYPE if self._is_decoy(slot) else EVENT_TYPE
-
-    def _record_unsent(self, slot, intended_ns: int, error: str) -> None:
-        self.writer.rows.append(
-            (
-                event_id(self.run_tag, self.worker, slot.seq),
-                slot.seq,
-                slot.step,
-                slot.warmup,
-                self._is_decoy(slot),
-                slot.rate_per_s,
-                intended_ns,
-                None,
-                None,
-                0,
-                error,
-                self.worker,
-                self.payloads.size_bytes,
-            )
-        )
-
-    def _after_step(self, state: StepState) -> None:
+    async def _after_step(self, state: StepState) -> None:
         """Let the step's answers come in, report it, and collect garbage in the gap."""
         step = state.planned
         gap_end_ns = self.start_ns + step.end_offset_ns + self._gap_ns(step)
         settle_until_ns = (self.start_ns + step.end_offset_ns + gap_end_ns) // 2
-        while self._inflight and time.time_ns() < settle_until_ns and self.stop_reason is None:
-            self._wake.wait(0.01)
-        inflight_at_step_end = len(self._inflight)
+        await self._wait_for_answers(settle_until_ns)
+        inflight_at_step_end = self.inflight
         gc.enable()
         started = time.perf_counter()
         # What the collector frees shows whether a step leaves cyclic garbage (RSS growth).
@@ -287,99 +343,115 @@ class Engine:
             {
                 "event": "step_end",
                 **state.summary(self.workers),
+                **self.transport.stats(),
                 "inflight_at_step_end": inflight_at_step_end,
             }
         )
+
+    async def _wait_for_answers(self, until_ns: int) -> None:
+        assert self._wake is not None
+        while self.inflight and self.stop_reason is None:
+            left_s = (until_ns - time.time_ns()) / NS_PER_S
+            if left_s <= 0:
+                return
+            await self._nap(left_s)
 
     def _gap_ns(self, step: PlannedStep) -> int:
         later = [s for s in self.steps if s.start_offset_ns > step.start_offset_ns]
         return later[0].start_offset_ns - step.end_offset_ns if later else 0
 
-    def _wait_until(self, when_ns: int) -> bool:
-        """Sleep until `when_ns` unless stopped; False when stopped."""
+    async def _wait_until(self, when_ns: int) -> bool:
+        """Sleep until wall-clock `when_ns` unless stopped; False when stopped."""
+        assert self._wake is not None
         while self.stop_reason is None:
             remaining_ns = when_ns - time.time_ns()
             if remaining_ns <= 0:
                 return True
-            self._wake.wait(min(remaining_ns / NS_PER_S, 0.5))
+            await self._nap(remaining_ns / NS_PER_S)
         return False
 
-    def _drain(self) -> None:
+    async def _nap(self, seconds: float) -> None:
+        """Sleep up to `seconds` (0.5 s at most), woken early by a stop or the last answer."""
+        assert self._wake is not None
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), min(seconds, 0.5))
+
+    async def _drain(self) -> None:
         started = time.monotonic()
         deadline = started + self.drain_timeout_s
         announced = False
-        while self._inflight and time.monotonic() < deadline and not self.force_stop:
+        while self.inflight and time.monotonic() < deadline and not self.force_stop:
             if not announced and time.monotonic() - started > 0.5:
                 announced = True  # only a slow drain is worth a line
                 self.emit(
                     {
                         "event": "draining",
-                        "inflight": len(self._inflight),
+                        "inflight": self.inflight,
                         "timeout_s": self.drain_timeout_s,
                     }
                 )
-            gevent.sleep(0.01)
+            await asyncio.sleep(0.01)
         # Whatever is still unanswered is recorded now, as sent without an answer.
-        for seq, (state, slot, intended_ns, sent_ns) in list(self._inflight.items()):
-            del self._inflight[seq]
-            state.failures += 1
-            self.unanswered_at_end += 1
-            error = (
-                f"no answer within the {self.drain_timeout_s:g} s drain timeout"
-                if sent_ns is not None
-                else "run stopped before this event was sent"
-            )
-            self.writer.rows.append(
-                (
-                    event_id(self.run_tag, self.worker, seq),
-                    seq,
-                    slot.step,
-                    slot.warmup,
-                    self._is_decoy(slot),
-                    slot.rate_per_s,
-                    intended_ns,
-                    sent_ns,
-                    None,
-                    0,
-                    error,
-                    self.worker,
-                    self.payloads.size_bytes,
-                )
-            )
+        error = f"no answer within the {self.drain_timeout_s:g} s drain timeout"
+        while self._started:
+            request = self._started.popleft()
+            if not request.done:
+                self.unanswered_at_end += 1
+                self._give_up(request, error)
 
-    # background greenlets
-    def _flush(self) -> None:
-        rows = self.writer.take()
-        if not rows:
+    # background tasks
+    async def _sweep_forever(self) -> None:
+        """Requests unanswered after the request timeout are failures, and their connections
+        are dropped; answered ones leave the start-order queue here."""
+        timeout_ns = int(self.request_timeout_s * NS_PER_S)
+        error = f"no answer within the {self.request_timeout_s:g} s request timeout"
+        started = self._started
+        while True:
+            await asyncio.sleep(_SWEEP_INTERVAL_S)
+            self.transport.sweep()
+            horizon_ns = time.time_ns() - timeout_ns
+            while started and (started[0].done or started[0].sent_ns < horizon_ns):
+                request = started.popleft()
+                if not request.done:
+                    self.timed_out += 1
+                    self._give_up(request, error)
+
+    async def _flush(self) -> None:
+        columns, self._columns = self._columns, SentColumns()
+        if not len(columns):
             return
+        loop = asyncio.get_running_loop()
         try:
-            batches = []
-            for part in slices(rows):
-                batches.append(self.writer.batch(part))
-                gevent.sleep(0)  # due slots go out between slices
-            gevent.get_hub().threadpool.apply(self.writer.write_batches, (batches,))
+            await loop.run_in_executor(None, self._write, columns)
         except Exception as exc:
             self.flush_errors += 1
-            self.writer.rows[:0] = rows
+            self._columns = _merged(columns, self._columns)
             self.emit(
                 {"event": "warning", "message": f"writing sent records failed, will retry: {exc}"}
             )
 
-    def _flush_forever(self) -> None:
-        next_tick = time.monotonic()
+    def _write(self, columns: SentColumns) -> None:  # on a worker thread
+        self.writer.write_batches([to_batch(columns, self.plan)])
+
+    async def _flush_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
         while True:
             next_tick += self.flush_interval_s
-            gevent.sleep(max(0.0, next_tick - time.monotonic()))
-            self._flush()
+            await asyncio.sleep(max(0.0, next_tick - loop.time()))
+            await self._flush()
 
-    def _report_forever(self) -> None:
-        next_tick = time.monotonic()
+    async def _report_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
         while True:
             next_tick += 1.0
-            gevent.sleep(max(0.0, next_tick - time.monotonic()))
-            state = self._current
-            if state is None:
+            await asyncio.sleep(max(0.0, next_tick - loop.time()))
+            cursor = self._cursor
+            if cursor is None:
                 continue
+            state = cursor.state
             lags, self._window_lags_ns = sorted(self._window_lags_ns), array("q")
             window_sent, self._window_sent = self._window_sent, 0
             self.emit(
@@ -392,7 +464,7 @@ class Engine:
                     "sent": state.sent,
                     "ok": state.ok,
                     "failures": state.failures,
-                    "inflight": len(self._inflight),
+                    "inflight": self.inflight,
                     "inflight_cap_hits": state.cap_hits,
                     "rows_written": self.writer.rows_written,
                 }
@@ -412,7 +484,26 @@ class Engine:
             "failures": sum(s["failures"] for s in steps),
             "inflight_cap_hits": sum(s["inflight_cap_hits"] for s in steps),
             "unanswered_at_end": self.unanswered_at_end,
+            "timed_out": self.timed_out,
+            "precise_timer": self._ticker.precise if self._ticker else None,
+            **self.transport.stats(),
             "rows_written": self.writer.rows_written,
             "parts_written": self.writer.parts_written,
             "flush_errors": self.flush_errors,
         }
+
+
+def _merged(first: SentColumns, second: SentColumns) -> SentColumns:
+    """A failed flush's rows back in front of those recorded since (kept for the next try)."""
+    merged = SentColumns()
+    for columns in (first, second):
+        for index in range(len(columns)):
+            merged.append(
+                columns.seq[index],
+                columns.intended_ns[index],
+                columns.sent_ns[index],
+                columns.ack_ns[index],
+                columns.status[index],
+                columns.errors.get(index),
+            )
+    return merged

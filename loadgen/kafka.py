@@ -3,28 +3,34 @@
 The id travels as the record key, as a `ce_evbenchid` header (Kafka binary content mode) and in
 the payload, so it survives a source adapter that builds its own CloudEvent.
 
-confluent-kafka acknowledges through callbacks fired inside `poll()`, which blocks in C and would
-stall the gevent hub. So `poll()` runs on a real OS thread; each callback stamps nothing itself,
-only queues the result and wakes the hub through a thread-safe async watcher, and the waiting
-send greenlet returns. The engine stamps the ack as for HTTP, when the greenlet resumes.
+`produce()` only queues the record in librdkafka and returns; acks come back through callbacks
+that run inside `poll()`. Polling happens on the event loop's own thread, without waiting
+(`poll(0)`), every millisecond, so an ack is stamped about a millisecond at most after
+librdkafka has it, and no second Python thread competes with the pacer for the GIL.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
+import asyncio
+import time
 from urllib.parse import urlsplit
 
-import gevent
-import gevent.event
 from confluent_kafka import KafkaException, Producer
-from gevent.threadpool import ThreadPool
 
-from evbench.records import EVENT_ID_HEADER, KAFKA_ACK_STATUS
+from evbench.records import (
+    DECOY_EVENT_TYPE,
+    EVENT_ID_HEADER,
+    EVENT_TYPE,
+    KAFKA_ACK_STATUS,
+    WARMUP_EVENT_TYPE,
+)
+from loadgen.payload import PayloadBuilder
+from loadgen.request import Complete, Request
 
 # Defaults that keep the sender honest on one machine: acks from the leader and its replicas,
 # and a short linger so batching does not dominate publish latency at 1-2 k/s.
 PRODUCER_DEFAULTS: dict[str, str] = {"acks": "all", "linger.ms": "5", "enable.idempotence": "false"}
+_POLL_INTERVAL_S = 0.001
 
 
 def parse_kafka_target(url: str) -> tuple[str, str]:
@@ -41,11 +47,12 @@ class KafkaTransport:
         self,
         url: str,
         source: str,
+        payloads: PayloadBuilder,
         request_timeout_s: float = 30.0,
         config: dict[str, str] | None = None,
     ) -> None:
         self.bootstrap, self.topic = parse_kafka_target(url)
-        self.source = source.encode()
+        self.payloads = payloads
         settings = {
             **PRODUCER_DEFAULTS,
             "bootstrap.servers": self.bootstrap,
@@ -56,57 +63,73 @@ class KafkaTransport:
             self.producer = Producer(settings)
         except KafkaException as exc:
             raise ValueError(f"Kafka producer settings rejected: {exc}") from None
-        self._done: deque[tuple[gevent.event.AsyncResult, str | None]] = deque()
-        self._wake = gevent.get_hub().loop.async_()
-        self._wake.start(self._resolve)
-        self._closing = threading.Event()
-        self._pool = ThreadPool(1)
-        self._poller = self._pool.spawn(self._poll_forever)
-
-    def _poll_forever(self) -> None:  # on a real thread
-        while not self._closing.is_set():
-            self.producer.poll(0.05)
-        self.producer.flush(5)
-
-    def _on_delivery(self, result: gevent.event.AsyncResult, err, msg) -> None:  # poll thread
-        self._done.append((result, None if err is None else f"Kafka {err.name()}: {err.str()}"))
-        self._wake.send()
-
-    def _resolve(self) -> None:  # in the hub
-        while self._done:
-            result, error = self._done.popleft()
-            result.set(error)
-
-    def send(self, event_id: str, payload: bytes, ce_type: str) -> tuple[int, str | None, bool]:
-        result = gevent.event.AsyncResult()
-        key = event_id.encode()
-        headers = [
+        common = [
             ("ce_specversion", b"1.0"),
-            ("ce_id", key),
-            (EVENT_ID_HEADER.replace("-", "_"), key),
-            ("ce_source", self.source),
-            ("ce_type", ce_type.encode()),
+            ("ce_source", source.encode()),
             ("content-type", b"application/json"),
         ]
+        self._headers = [
+            [*common, ("ce_type", ce_type.encode())]
+            for ce_type in (EVENT_TYPE, WARMUP_EVENT_TYPE, DECOY_EVENT_TYPE)
+        ]
+        self._id_header = EVENT_ID_HEADER.replace("-", "_")
+        self._complete: Complete | None = None
+        self._poller: asyncio.TimerHandle | None = None
+        self.queue_full = 0
+
+    def bind(self, complete: Complete) -> None:
+        self._complete = complete
+
+    async def prepare(self, rate_per_s: int) -> None:
+        if self._poller is None:
+            self._poll()
+
+    def _poll(self) -> None:
+        self.producer.poll(0)
+        self._poller = asyncio.get_running_loop().call_later(_POLL_INTERVAL_S, self._poll)
+
+    def send(self, request: Request) -> None:
+        eid = request.event_id
+        headers = [
+            *self._headers[request.kind],
+            ("ce_id", eid),
+            (self._id_header, eid),
+        ]
+        complete = self._complete
+        assert complete is not None
+
+        def delivered(err, msg) -> None:  # inside poll(), on the loop's thread
+            ack_ns = time.time_ns()
+            if err is None:
+                complete(request, KAFKA_ACK_STATUS, None, ack_ns)
+            else:
+                complete(request, 0, f"Kafka {err.name()}: {err.str()}"[:500], ack_ns)
+
         try:
             self.producer.produce(
                 self.topic,
-                value=payload,
-                key=key,
+                value=self.payloads.prefix + eid + self.payloads.tail(len(eid)),
+                key=eid,
                 headers=headers,
-                on_delivery=lambda err, msg: self._on_delivery(result, err, msg),
+                on_delivery=delivered,
             )
         except BufferError:
-            return 0, "producer queue full (queue.buffering.max.messages)", False
+            self.queue_full += 1
+            complete(request, 0, "producer queue full (queue.buffering.max.messages)", None)
         except KafkaException as exc:
-            return 0, f"Kafka produce: {exc}"[:500], False
-        error = result.get()
-        if error is None:
-            return KAFKA_ACK_STATUS, None, True
-        return 0, error[:500], True
+            complete(request, 0, f"Kafka produce: {exc}"[:500], None)
 
-    def close(self) -> None:
-        self._closing.set()
-        self._poller.get()
-        self._pool.kill()
-        self._wake.stop()
+    def abandon(self, request: Request) -> None:
+        """A queued record cannot be recalled; a late ack is ignored (the request is done)."""
+
+    def sweep(self) -> None:
+        """Nothing to expire: librdkafka times out its own records (delivery.timeout.ms)."""
+
+    def stats(self) -> dict:
+        return {"producer_queue_full": self.queue_full}
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+        # Every request is done by now (answered or given up): this only empties the queue.
+        self.producer.flush(5)

@@ -28,11 +28,21 @@ class PayloadBuilder:
         letters = string.ascii_letters.encode()
         rng = random.Random(seed)
         self._pad = bytes(rng.choice(letters) for _ in range(size_bytes))
+        self.prefix = PAYLOAD_ID_PREFIX
+        self._tails: dict[int, bytes] = {}
+
+    def tail(self, id_bytes: int) -> bytes:
+        """Everything after the id, for an id of this length: the sender's hot path writes
+        `prefix + id + tail` without building the payload on its own."""
+        tail = self._tails.get(id_bytes)
+        if tail is None:
+            pad = self._pad[: self.size_bytes - _OVERHEAD - id_bytes]
+            tail = self._tails[id_bytes] = _MIDDLE + pad + _END
+        return tail
 
     def build(self, event_id: str) -> bytes:
         encoded = event_id.encode()
-        pad = self._pad[: self.size_bytes - _OVERHEAD - len(encoded)]
-        return PAYLOAD_ID_PREFIX + encoded + _MIDDLE + pad + _END
+        return PAYLOAD_ID_PREFIX + encoded + self.tail(len(encoded))
 
 
 def event_id(run_tag: str, worker: int, seq: int) -> str:

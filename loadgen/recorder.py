@@ -1,0 +1,112 @@
+"""Sent records kept as columns of machine integers, turned into Arrow off the hot path.
+
+Per event the pacer stores five integers (seq, intended, sent, ack, status) in typed arrays and,
+rarely, an error text: no tuple of thirteen Python objects, no id string. Everything else in a
+sent row (event id, step, rate, warmup, decoy, worker, payload size) follows from the seq and
+the plan, so it is derived a whole batch at a time with numpy and pyarrow when the buffer is
+flushed, which runs on a worker thread (they release the GIL for most of it).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evbench.parquet import arrow_schema
+from evbench.records import SENT_FIELDS
+from loadgen.schedule import PlannedStep
+
+# Stored instead of null for a time that does not exist (never sent, never answered): epoch
+# nanoseconds are always positive.
+NO_TIME = -1
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """What a sent row takes from the run's plan rather than from the send itself."""
+
+    steps: tuple[PlannedStep, ...]
+    event_id_prefix: str  # f"{run_tag}-{worker}-": the id is this plus the seq
+    worker: int
+    payload_bytes: int
+    decoy_every: int
+
+
+class SentColumns:
+    """One buffer of sent rows; `take` swaps it for an empty one (on the loop's thread)."""
+
+    def __init__(self) -> None:
+        self.seq = array("q")
+        self.intended_ns = array("q")
+        self.sent_ns = array("q")
+        self.ack_ns = array("q")
+        self.status = array("i")
+        self.errors: dict[int, str] = {}  # row index -> text; most rows have none
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def append(
+        self, seq: int, intended_ns: int, sent_ns: int, ack_ns: int, status: int, error: str | None
+    ) -> None:
+        if error is not None:
+            self.errors[len(self.seq)] = error
+        self.seq.append(seq)
+        self.intended_ns.append(intended_ns)
+        self.sent_ns.append(sent_ns)
+        self.ack_ns.append(ack_ns)
+        self.status.append(status)
+
+
+def _times(values: array) -> pa.Array:
+    column = np.frombuffer(values, dtype=np.int64)
+    return pa.array(column, type=pa.int64(), mask=column == NO_TIME)
+
+
+def to_batch(columns: SentColumns, plan: RowPlan) -> pa.RecordBatch:
+    """The buffer as a record batch in the contract's schema (evbench.records.SENT_FIELDS)."""
+    schema = arrow_schema(SENT_FIELDS)
+    rows = len(columns)
+    seq = np.frombuffer(columns.seq, dtype=np.int64)
+    seq_array = pa.array(seq, type=pa.int64())
+    first_seqs = np.array([s.first_seq for s in plan.steps], dtype=np.int64)
+    which = np.searchsorted(first_seqs, seq, side="right") - 1
+    step = np.array([s.number for s in plan.steps], dtype=np.int32)[which]
+    rate = np.array([s.rate_per_s for s in plan.steps], dtype=np.int32)[which]
+    warmup = np.array([s.warmup for s in plan.steps], dtype=bool)[which]
+    every = plan.decoy_every
+    decoy = (~warmup & (seq % every == every - 1)) if every else np.zeros(rows, dtype=bool)
+    if columns.errors:
+        texts: list[str | None] = [None] * rows
+        for index, text in columns.errors.items():
+            texts[index] = text
+        errors = pa.array(texts, type=pa.string())
+    else:
+        errors = pa.nulls(rows, pa.string())
+    arrays = {
+        "event_id": pc.binary_join_element_wise(
+            pa.scalar(plan.event_id_prefix), pc.cast(seq_array, pa.string()), ""
+        ),
+        "seq": seq_array,
+        "step": pa.array(step, type=pa.int32()),
+        "warmup": pa.array(warmup, type=pa.bool_()),
+        "decoy": pa.array(decoy, type=pa.bool_()),
+        "target_rate_per_s": pa.array(rate, type=pa.int32()),
+        "intended_ns": pa.array(np.frombuffer(columns.intended_ns, dtype=np.int64)),
+        "sent_ns": _times(columns.sent_ns),
+        "ack_ns": _times(columns.ack_ns),
+        "status": pa.array(np.frombuffer(columns.status, dtype=np.int32), type=pa.int32()),
+        "error": errors,
+        "worker": pa.array(np.full(rows, plan.worker, dtype=np.int32)),
+        "payload_bytes": pa.array(np.full(rows, plan.payload_bytes, dtype=np.int32)),
+    }
+    return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
+
+
+def is_decoy(seq: int, warmup: bool, decoy_every: int) -> bool:
+    """The one rule for which events are decoys (the batch form above mirrors it)."""
+    return bool(decoy_every) and not warmup and seq % decoy_every == decoy_every - 1
