@@ -8,12 +8,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean chromium
+.PHONY: run test lint bench bench-tools clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -34,8 +34,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/sender_rate.py
+# The tools the benchmarks compare against: hey (open-source Go load generator) and wrk.
+bench-tools:
+	@command -v hey >/dev/null 2>&1 && command -v wrk >/dev/null 2>&1 || { \
+	  echo "installing Debian's hey and wrk for the benchmarks"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey wrk >/dev/null; }
+
+bench: $(STAMP) bench-tools
+	$(BIN)/python benchmarks/sender_rate.py --repeats 3
+	$(BIN)/python benchmarks/sender_stuck.py
 	$(BIN)/python benchmarks/receiver_rate.py
 
 clean:

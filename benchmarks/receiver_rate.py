@@ -5,7 +5,11 @@ pipelined requests, every event with its own id) runs in its own process for `--
 receiver's own /stats count what it accepted in the measured window, and the run only counts if
 every accepted event is on disk afterwards (recording kept up). Prints events/s, CPU of both
 processes (a receiver near 100 % is the bottleneck; a blaster near 100 % means the figure is a
-floor), and the receiver's RSS before and after.
+floor), the receiver's CPU per 1,000 events, and its RSS before and after.
+
+Then, against the same receiver, wrk (C, closed loop, one request at a time per connection, no
+pipelining; `apt-get install wrk` or `make bench-tools`) posts the same 8 KB event for
+`--seconds` over `--wrk-connections` connections; the receiver's own count gives the rate.
 
     .venv/bin/python benchmarks/receiver_rate.py [--seconds 10] [--connections 8] [--window 16]
 """
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -102,11 +108,46 @@ def _blaster_main(port: int, seconds: float, connections: int, window: int, work
     uvloop.run(_blast(port, seconds, connections, window, worker))
 
 
+_WRK_SCRIPT = """wrk.method = "POST"
+wrk.body = [[{body}]]
+wrk.headers["ce-specversion"] = "1.0"
+wrk.headers["ce-id"] = "wrk"
+wrk.headers["ce-source"] = "wrk"
+wrk.headers["ce-type"] = "dev.evbench.measure"
+wrk.headers["content-type"] = "application/json"
+"""
+
+
+def wrk_rate(base_url: str, rx: psutil.Process, seconds: float, connections: int, workdir: Path):
+    """(events/s the receiver counted under wrk, wrk's own requests/s, receiver CPU s per 1k)."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        return None
+    script = workdir / "post.lua"
+    body = PayloadBuilder(8192, longest_id=32, seed=1).build("wrk").decode()
+    script.write_text(_WRK_SCRIPT.format(body=body))
+    before = httpx.get(f"{base_url}/stats").json()["received"]
+    cpu_before = sum(rx.cpu_times()[:2])
+    out = subprocess.run(
+        [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "-s", str(script), base_url + "/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    received = httpx.get(f"{base_url}/stats").json()["received"] - before
+    cpu_s = sum(rx.cpu_times()[:2]) - cpu_before
+    own = next(
+        (float(line.split()[1]) for line in out.splitlines() if line.startswith("Requests/sec")), 0
+    )
+    return received / seconds, own, cpu_s * 1000 / max(1, received)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--window", type=int, default=16, help="pipelined requests per connection")
+    parser.add_argument("--wrk-connections", type=int, default=32)
     args = parser.parse_args()
     print(machine_line())
 
@@ -131,12 +172,15 @@ def main() -> int:
             t_first = time.monotonic()
             rx.cpu_percent(None)
             bx.cpu_percent(None)
+            rx_cpu_first = sum(rx.cpu_times()[:2])
             time.sleep(max(1.0, args.seconds - 2.0))
             last = httpx.get(stats_url).json()
             t_last = time.monotonic()
+            rx_cpu_s = sum(rx.cpu_times()[:2]) - rx_cpu_first
             rx_cpu, bx_cpu = rx.cpu_percent(None), bx.cpu_percent(None)
             rss_after = rx.memory_info().rss
             blaster.join(args.seconds + 60)
+            wrk = wrk_rate(base_url, rx, args.seconds, args.wrk_connections, workdir)
             final = httpx.get(stats_url).json()
         finally:
             receiver.stop()
@@ -153,7 +197,20 @@ def main() -> int:
         f"(CPU receiver {rx_cpu:.0f} %, blaster {bx_cpu:.0f} %)"
     )
     print(
-        f"accepted {final['received']:,} in total, {on_disk:,} on disk after stop: "
+        f"receiver CPU per 1,000 events: "
+        f"{rx_cpu_s * 1000 / (last['received'] - first['received']):.3f} s"
+    )
+    if wrk is None:
+        print("wrk is not installed (apt-get install wrk, or make bench-tools): skipped")
+    else:
+        print(
+            f"under wrk (-c {args.wrk_connections}, closed loop, no pipelining): receiver recorded "
+            f"{wrk[0]:,.0f} events/s (wrk says {wrk[1]:,.0f} requests/s), "
+            f"receiver CPU per 1,000 events {wrk[2]:.3f} s"
+        )
+    print(
+        f"accepted {final['received']:,} in total (blaster and wrk), {on_disk:,} on disk "
+        f"after stop: "
         f"{'recording kept up' if kept_up else 'RECORDS MISSING'}"
     )
     print(

@@ -231,7 +231,7 @@ def _analyze(
     thresholds_file: Path | None = None,
     export_knative: bool = False,
 ) -> int:
-    # Spark is imported here only: the sender's gevent patching never meets it (DESIGN §2).
+    # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
     from analysis.job import AnalyzeOptions, analyze, never_started, sut_dirs
     from analysis.spark import session
     from analysis.verdicts import Thresholds
@@ -279,7 +279,8 @@ def _analyze(
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["send"]:
-        # The sender monkey-patches its process for gevent, so it gets a process of its own.
+        # The sender runs its own event loop and tunes its process (GIL switch interval, GC,
+        # descriptor limit), so it gets a process of its own.
         os.execv(sys.executable, [sys.executable, "-m", "loadgen", *argv[1:]])
     args = build_parser().parse_args(argv)
     try:

@@ -1,7 +1,7 @@
 """`evbench run`: start the receiver, run the sender, wait for stragglers, stop, write run.json.
 
-Both instruments run as child processes: the sender because it monkey-patches its process for
-gevent, the receiver so that neither steals the other's CPU or GIL. This process only watches,
+Both instruments run as child processes, each on its own event loop, so that neither steals the
+other's CPU or GIL. This process only watches,
 prints the live lines and records what shaped the run.
 """
 
@@ -38,8 +38,6 @@ _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr 
 _VERSIONED = (
     "evbench",
     "locust",
-    "gevent",
-    "geventhttpclient",
     "uvloop",
     "httptools",
     "pyarrow",
@@ -399,7 +397,7 @@ def _write_run_json(
         },
         "payload_bytes": opts.payload_bytes,
         "sender": {
-            "engine": "gevent + geventhttpclient, open loop",
+            "engine": "asyncio + uvloop + httptools, timerfd-paced open loop",
             "max_inflight": opts.max_inflight,
             "request_timeout_s": opts.request_timeout_s,
             "drain_timeout_s": opts.drain_timeout_s,
