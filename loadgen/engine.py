@@ -138,6 +138,8 @@ class Engine:
         self._window_sent = 0
         self._wake: asyncio.Event | None = None
         self._ticker: Ticker | None = None
+        self._precise_timer: bool | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._id_prefix = plan.event_id_prefix.encode()
         transport.bind(self._complete)
 
@@ -185,6 +187,7 @@ class Engine:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             gc.enable()
+            self._precise_timer = self._ticker.precise
             self._ticker.close()
             await self._flush()
             await self.transport.close()
@@ -192,12 +195,13 @@ class Engine:
 
     async def _prepare(self, step: PlannedStep, step_start_ns: int) -> None:
         """Open connections for the step ahead of its start, for at most the time left."""
-        left_s = (step_start_ns - time.time_ns()) / NS_PER_S - 0.05
-        if left_s <= 0:
-            return
-        # Past the deadline the pool keeps growing in the background; the step starts on time.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.transport.prepare(step.rate_per_s), left_s)
+        left_s = max(0.0, (step_start_ns - time.time_ns()) / NS_PER_S - 0.05)
+        # Past the deadline the pool keeps growing in the background (asyncio.wait cancels
+        # nothing); the step starts on time.
+        task = asyncio.get_running_loop().create_task(self.transport.prepare(step.rate_per_s))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        await asyncio.wait({task}, timeout=left_s)
 
     def _mono(self, wall_ns: int) -> int:
         return wall_ns + self._mono_minus_wall_ns
@@ -297,7 +301,10 @@ class Engine:
         self._window_sent += 1
         self.inflight += 1
         self._started.append(request)
-        self.transport.send(request)
+        try:
+            self.transport.send(request)
+        except Exception as exc:  # a transport bug must not stop the pacer: record and go on
+            self._give_up(request, f"sender: {type(exc).__name__}: {exc}"[:500])
 
     def _complete(
         self, request: Request, status: int, error: str | None, ack_ns: int | None
@@ -485,7 +492,7 @@ class Engine:
             "inflight_cap_hits": sum(s["inflight_cap_hits"] for s in steps),
             "unanswered_at_end": self.unanswered_at_end,
             "timed_out": self.timed_out,
-            "precise_timer": self._ticker.precise if self._ticker else None,
+            "precise_timer": self._precise_timer,
             **self.transport.stats(),
             "rows_written": self.writer.rows_written,
             "parts_written": self.writer.parts_written,

