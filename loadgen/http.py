@@ -156,9 +156,6 @@ class HttpTransport:
         self._waiting.append(request)
         if self._connecting < len(self._waiting):
             self._grow(1, background=False)
-        # Each new connection goes to a waiting request; without more, the pool would never get
-        # back ahead of need, and every later request would wait for its own connect.
-        self._grow(self._spare // 2, background=True)
 
     def _start(self, conn: _Connection, request: Request) -> None:
         conn.request = request
