@@ -125,7 +125,6 @@ class HttpTransport:
         self.connections_opened = 0
         self.connect_failures = 0
         self.connection_waits = 0
-        self.last_connect_error: str | None = None
 
     def bind(self, complete: Complete) -> None:
         self._complete = complete
@@ -219,7 +218,6 @@ class HttpTransport:
             self.connect_failures += 1
             self._backoff_until = time.monotonic() + _CONNECT_BACKOFF_S
             error = _describe(exc, f"no connection within {self.connect_timeout_s:g} s")
-            self.last_connect_error = error
             if self._waiting:
                 self._fail(self._waiting.popleft(), f"connect: {error}")
             return
