@@ -7,6 +7,7 @@ import ctypes
 import json
 import os
 import queue
+import resource
 import signal
 import subprocess
 import threading
@@ -15,6 +16,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise this process's descriptor limit toward `wanted`, as far as the hard limit allows;
+    returns the soft limit now in force. Servers and senders holding thousands of connections
+    need more than the usual 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft
 
 
 def die_with_parent() -> None:

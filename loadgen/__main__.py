@@ -9,7 +9,6 @@ import asyncio
 import gc
 import json
 import os
-import resource
 import secrets
 import signal
 import sys
@@ -19,8 +18,10 @@ from pathlib import Path
 
 import uvloop
 
+from evbench.argtypes import at_least_one, non_negative
 from evbench.errors import EvbenchError
 from evbench.parquet import PartWriter
+from evbench.procs import raise_fd_limit
 from evbench.records import SENT_FIELDS
 from loadgen.engine import Engine
 from loadgen.http import HttpTransport
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--decoy-every",
-        type=int,
+        type=non_negative,
         default=0,
         metavar="N",
         help="every Nth event gets a type no trigger matches, to test filters (default 0: none)",
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--max-inflight",
-        type=int,
+        type=at_least_one,
         default=4096,
         help="cap on unanswered requests; slots over it are recorded as failures",
     )
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--worker", type=int, default=0, help="this worker's index (default 0)")
     parser.add_argument(
-        "--workers", type=int, default=1, help="workers sharing the pace (default 1)"
+        "--workers", type=at_least_one, default=1, help="workers sharing the pace (default 1)"
     )
     return parser
 
@@ -129,12 +130,7 @@ def _emit(doc: dict) -> None:
 
 def _raise_fd_limit(wanted: int) -> int:
     """Room for one connection per in-flight request; returns the usable in-flight cap."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard if hard != resource.RLIM_INFINITY else max(soft, wanted + 256)
-    if soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    usable = min(wanted, soft - 256)
+    usable = min(wanted, raise_fd_limit(wanted + 256) - 256)
     _grow_fd_table(usable + 128)
     return usable
 
@@ -214,6 +210,13 @@ async def _send(args, pace, steps, run_tag: str, transport: Transport, max_infli
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, engine.stop, signal.Signals(sig).name)
 
+    # Start-up work first, then the start instant: --start-delay is the time the process has
+    # from here to its first slot, not a budget the warm-up may eat into.
+    await engine.warm_up()
+    # Start-up objects (imports, schedule, payload pad) never die: keep them out of every
+    # between-steps collection so those stay short.
+    gc.collect()
+    gc.freeze()
     start_ns = args.start_at_ns or time.time_ns() + int(args.start_delay * 1e9)
     _emit(
         {
@@ -227,10 +230,6 @@ async def _send(args, pace, steps, run_tag: str, transport: Transport, max_infli
             "steps": [asdict(s) for s in steps],
         }
     )
-    # Start-up objects (imports, schedule, payload pad) never die: keep them out of every
-    # between-steps collection so those stay short.
-    gc.collect()
-    gc.freeze()
     # The record writer's thread holds the GIL now and then; by default the pacer would wait up
     # to 5 ms for it when its timer fires. A shorter interval bounds that wait.
     sys.setswitchinterval(_SWITCH_INTERVAL_S)

@@ -156,6 +156,12 @@ class Engine:
             cursor.done.set_result(None)
 
     # main loop
+    async def warm_up(self) -> None:
+        """First-call costs (the writer's thread, pyarrow's lazy init: 0.1 s here, over a second
+        on a loaded machine). Await it before fixing the start instant, or the first slots of
+        the schedule are late by however long it took."""
+        await asyncio.get_running_loop().run_in_executor(None, self.writer.warm_up)
+
     async def run(self, start_ns: int) -> dict:
         """Run the schedule whose slot 0 is at wall-clock `start_ns`; returns the summary."""
         loop = asyncio.get_running_loop()
@@ -164,8 +170,6 @@ class Engine:
         self._mono_minus_wall_ns = time.monotonic_ns() - time.time_ns()
         self._wake = asyncio.Event()
         self._ticker = Ticker(loop, self._on_tick)
-        # First-call costs (thread start, pyarrow's lazy init) belong before the first slot.
-        await loop.run_in_executor(None, self.writer.warm_up)
         tasks = [
             loop.create_task(self._flush_forever()),
             loop.create_task(self._report_forever()),
