@@ -10,6 +10,7 @@ import httpx
 
 from evbench.errors import EvbenchError
 from evbench.procs import Child
+from receivers.limits import Limits, limit_argv
 
 
 def start_receiver(
@@ -19,6 +20,7 @@ def start_receiver(
     port: int = 0,
     name: str = "receiver",
     timeout_s: float = 30.0,
+    limits: Limits | None = None,
 ) -> tuple[Child, str]:
     """A receiver process writing to `out`; returns it and its base URL once /healthz answers."""
     child = Child(
@@ -35,6 +37,7 @@ def start_receiver(
             str(port),
             "--name",
             name,
+            *(limit_argv(limits) if limits else []),
         ],
         log,
     )

@@ -38,6 +38,33 @@ class SutDir:
         return self.root / "logs"
 
 
+# Each component stays well under NAME_MAX (255 bytes on Linux and macOS), so a run directory
+# name, `<run id>-<pace name>`, always fits too.
+MAX_COMPONENT_CHARS = 100
+# ASCII letters and digits first: no '.', '..', hidden files or names read as options; no
+# separators, so a component can never leave its directory; nothing HTML or a shell treats
+# specially, so names are safe wherever they are shown.
+_COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+COMPONENT_RULE = (
+    f"1 to {MAX_COMPONENT_CHARS} characters: ASCII letters, digits, '.', '_' or '-', "
+    "starting with a letter or digit"
+)
+
+
+def safe_component(kind: str, value: str) -> str:
+    """`value` when it is safe as one path component (a run id, SUT name, pace name or file
+    name a user chose); otherwise an EvbenchError naming `kind`, the value and the rule.
+
+    The one place user strings become path components: checked before anything is written."""
+    if len(value) > MAX_COMPONENT_CHARS:
+        shown = f"{value[:20]!r}… ({len(value)} characters)"
+    elif not _COMPONENT.fullmatch(value):
+        shown = repr(value)
+    else:
+        return value
+    raise EvbenchError(f"{kind} {shown} is not allowed: use {COMPONENT_RULE}")
+
+
 def default_runs_dir() -> Path:
     return Path(os.environ.get("EVBENCH_RUNS_DIR", "runs"))
 
@@ -52,9 +79,8 @@ def next_run_id(runs_dir: Path, pace_name: str) -> str:
 
 
 def new_sut_dir(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", run_id):
-        raise EvbenchError(f"run id '{run_id}' must be letters, digits, '.', '_' or '-'")
-    root = runs_dir / f"{run_id}-{pace_name}" / sut
+    run_name = f"{safe_component('run id', run_id)}-{safe_component('pace name', pace_name)}"
+    root = runs_dir / run_name / safe_component("SUT name", sut)
     if root.exists():
         raise EvbenchError(
             f"{root} already exists: choose another --run-id (results are never overwritten)"

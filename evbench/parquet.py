@@ -7,6 +7,7 @@ without a footer. Owners call `flush()` from a timer at least once a second and 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -18,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evbench.errors import RecordFileError
+from evbench.layout import safe_component
 from evbench.records import Field
 
 _ARROW_TYPES = {
@@ -28,6 +30,8 @@ _ARROW_TYPES = {
     "bool": pa.bool_(),
 }
 _TYPE_NAMES = {arrow_type: name for name, arrow_type in _ARROW_TYPES.items()}
+# What converting a bad value raises (UnicodeEncodeError is a ValueError, as is ArrowInvalid).
+_CONVERSION_ERRORS = (pa.ArrowException, ValueError, TypeError, OverflowError)
 
 
 def arrow_schema(fields: Sequence[Field]) -> pa.Schema:
@@ -51,16 +55,20 @@ class PartWriter:
     """
 
     def __init__(self, directory: Path, fields: Sequence[Field], prefix: str = "part") -> None:
+        # The prefix can be a user's choice (`evbench receive --name`) and names every file.
+        self.prefix = safe_component("file name prefix", prefix)
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.schema = arrow_schema(fields)
         self._dictionary_columns = [f.name for f in fields if f.low_cardinality]
-        self.prefix = prefix
         self.rows: list[tuple] = []
         self.rows_written = 0
         self.parts_written = 0
         self._lock = threading.Lock()
         self._next_part = _next_free_part(self.directory, prefix)
+        # Beside the records directory, not in it: readers take every file in there as Parquet.
+        self.quarantine_path = self.directory.with_name(f"{self.directory.name}-quarantine.jsonl")
+        self.rows_quarantined = 0
 
     def warm_up(self) -> None:
         """Run the flush path once on a throwaway row, in memory: pyarrow initialises lazily
@@ -81,12 +89,47 @@ class PartWriter:
 
     def batch(self, rows: list[tuple]) -> pa.RecordBatch:
         """Rows to Arrow. Holds the GIL throughout, so event loops call it on small slices
-        (see `batches`) and yield in between instead of stalling for the whole second's rows."""
+        (see `slices`) and yield in between instead of stalling for the whole second's rows.
+
+        A row that cannot be converted (a string UTF-8 cannot encode, a value of the wrong type)
+        is written to the quarantine file with its reason and left out; the others go on. A
+        flush that failed on one row and put everything back would fail on it forever.
+        """
+        try:
+            return self._arrow(rows)
+        except _CONVERSION_ERRORS:
+            good = []
+            bad = []
+            for row in rows:
+                try:
+                    self._arrow([row])
+                except _CONVERSION_ERRORS as exc:
+                    bad.append((row, f"{type(exc).__name__}: {exc}"))
+                else:
+                    good.append(row)
+            self._quarantine(bad)
+            return self._arrow(good)
+
+    def _arrow(self, rows: list[tuple]) -> pa.RecordBatch:
+        if not rows:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
         columns = zip(*rows, strict=True)
-        return pa.RecordBatch.from_arrays(
-            [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)],
-            schema=self.schema,
-        )
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)]
+        for array, f in zip(arrays, self.schema, strict=True):
+            if array.null_count and not f.nullable:  # caught here, not when the file is written
+                raise ValueError(f"{f.name} is null, which the record contract does not allow")
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _quarantine(self, bad: list[tuple[tuple, str]]) -> None:
+        """One JSON line per row: the reason and the values (escaped, so any string survives)."""
+        names = self.schema.names
+        lines = [
+            json.dumps({"reason": reason, "row": _jsonable(names, row)}) + "\n"
+            for row, reason in bad
+        ]
+        with self.quarantine_path.open("a", encoding="ascii") as out:
+            out.writelines(lines)
+        self.rows_quarantined += len(bad)
 
     def write_batches(self, batches: list[pa.RecordBatch]) -> Path | None:
         """One complete part file. Encoding and I/O release the GIL: safe on a worker thread."""
@@ -111,6 +154,13 @@ class PartWriter:
 
     def flush(self) -> Path | None:
         return self.write(self.take())
+
+
+def _jsonable(names: list[str], row: tuple) -> dict[str, object] | list[str]:
+    values = [v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for v in row]
+    if len(values) != len(names):
+        return [repr(v) for v in row]
+    return dict(zip(names, values, strict=True))
 
 
 def _next_free_part(directory: Path, prefix: str) -> int:

@@ -10,21 +10,34 @@ import asyncio
 import json
 import signal
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import uvloop
 
+from evbench.argtypes import port_number
+from evbench.errors import EvbenchError
+from evbench.layout import safe_component
+from evbench.procs import raise_fd_limit
+from receivers.limits import Limits, add_limit_arguments, limits_from
 from receivers.server import Receiver
+
+# Descriptors kept free for part files, the log, the listening socket and the runtime itself.
+_SPARE_FDS = 64
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="directory for received/*.parquet")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
-        "--port", type=int, default=8080, help="port; 0 picks a free one (default 8080)"
+        "--port", type=port_number, default=8080, help="port; 0 picks a free one (default 8080)"
     )
-    parser.add_argument("--name", default="receiver", help="receiver name recorded in every row")
+    parser.add_argument(
+        "--name",
+        type=_name,
+        default="receiver",
+        help="receiver name recorded in every row and naming its files (default receiver)",
+    )
     parser.add_argument(
         "--flush-interval",
         type=float,
@@ -32,17 +45,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between record flushes (default 1.0)",
     )
+    add_limit_arguments(parser)
+
+
+def _name(text: str) -> str:
+    try:
+        return safe_component("receiver name", text)
+    except EvbenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _connection_cap(limits: Limits) -> Limits:
+    """Raise the descriptor limit as far as allowed; the cap never exceeds what it permits, so
+    the receiver answers 503 at the cap instead of failing to accept (and resetting clients)."""
+    soft = raise_fd_limit(limits.max_connections + _SPARE_FDS)
+    return replace(limits, max_connections=max(1, min(limits.max_connections, soft - _SPARE_FDS)))
 
 
 async def serve(args: argparse.Namespace) -> dict:
-    receiver = Receiver(args.out, args.name, args.host, args.port, args.flush_interval)
+    limits = _connection_cap(limits_from(args))
+    receiver = Receiver(args.out, args.name, args.host, args.port, args.flush_interval, limits)
     await receiver.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     _emit(
-        {"event": "listening", "host": receiver.host, "port": receiver.port, "out": str(args.out)}
+        {
+            "event": "listening",
+            "host": receiver.host,
+            "port": receiver.port,
+            "out": str(args.out),
+            "limits": asdict(limits),
+        }
     )
     await stop.wait()
     await receiver.close()
@@ -56,7 +91,8 @@ def _emit(doc: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     stats = uvloop.run(serve(args))
     _emit({"event": "stopped", "stats": stats})
-    return 0
+    # Records left in memory are lost: the supervisor must not take this run as complete.
+    return 1 if stats["unwritten_rows"] else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,9 @@ A bare protocol rather than a framework, because the stamp must be taken before 
 happens to a request: `data_received` reads the clock once, before the parser runs, and the
 request that begins in that chunk is stamped with it. Everything after that (header matching,
 identification, the 202) is off the measured path.
+
+Every request ends in an answer and never in a traceback: what the receiver will not take is
+refused with the status that says why (see `receivers.limits`) and counted in /stats.
 """
 
 from __future__ import annotations
@@ -12,17 +15,21 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httptools
 
 from evbench.parquet import PartWriter, slices
-from evbench.records import EVENT_ID_HEADER, PAYLOAD_ID_PREFIX, RECEIVED_FIELDS
+from evbench.records import EVENT_ID_HEADER, RECEIVED_FIELDS
+from receivers.identify import InvalidId, Malformed, identify
+from receivers.limits import Limits
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
-_MAX_BODY_BYTES = 16 * 1024 * 1024
-_STRUCTURED = b"application/cloudevents+json"
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_USAGE = b"POST events to any path; GET /healthz, /stats\n"
+_SWEEP_INTERVAL_S = 0.5
+_CLOSE_GRACE_S = 2.0
 
 # Request headers the receiver keeps, mapped to connection attributes.
 _KEPT_HEADERS = {
@@ -32,197 +39,314 @@ _KEPT_HEADERS = {
     b"ce-source": "h_ce_source",
     b"ce-specversion": "h_ce_specversion",
     b"content-type": "h_content_type",
+    b"content-length": "h_content_length",
+    b"expect": "h_expect",
 }
 
 
 @dataclass
 class ReceiverStats:
     received: int = 0
-    malformed: int = 0
+    malformed: int = 0  # 400s: not HTTP, not a CloudEvent, or an id that cannot be recorded
+    invalid_ids: int = 0  # of which: the id or an attribute was not a recordable string
     not_found: int = 0
+    refused: dict[str, int] = field(default_factory=dict)  # status -> requests, beyond limits
+    timed_out: int = 0  # requests that stalled past their header or body timeout (408)
+    idle_closed: int = 0  # keep-alive connections closed after the idle timeout
+    refused_connections: int = 0  # over the connection cap (503)
+    internal_errors: int = 0  # 500s: a bug in the receiver, logged in one line each
     received_bytes: int = 0
     connections: int = 0
     open_connections: int = 0
     rows_written: int = 0
     parts_written: int = 0
+    quarantined: int = 0  # rows that could not be encoded, kept in the quarantine file
     write_errors: int = 0
+    unwritten_rows: int = 0  # rows still in memory when the receiver stopped (a failure)
     first_received_ns: int | None = None
     last_received_ns: int | None = None
 
 
-class Malformed(Exception):
-    """A request that is not a CloudEvent this receiver can identify; answered with 400."""
+class Refuse(Exception):
+    """Raised inside a parser callback: answer `status`, close the connection."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
 
 
 def _response(
-    status: str, body: bytes, content_type: bytes = b"text/plain", close: bool = False
+    status: str,
+    body: bytes,
+    content_type: bytes = b"text/plain",
+    close: bool = False,
+    head: bool = False,
 ) -> bytes:
-    head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: {content_type.decode()}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-    )
-    if close:
-        head += "Connection: close\r\n"
-    return head.encode() + b"\r\n" + body
-
-
-def payload_event_id(body: bytes) -> str | None:
-    """The id the sender put in the payload: a fast prefix match, then any JSON object."""
-    if body.startswith(PAYLOAD_ID_PREFIX):
-        end = body.find(b'"', len(PAYLOAD_ID_PREFIX))
-        if end > len(PAYLOAD_ID_PREFIX):
-            return body[len(PAYLOAD_ID_PREFIX) : end].decode("utf-8", "replace")
-    if body[:1] == b"{":
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return None
-        value = doc.get("evbenchid") if isinstance(doc, dict) else None
-        return str(value) if value is not None else None
-    return None
-
-
-def identify(conn: _Connection, body: bytes) -> tuple[str, str | None, str | None, str | None]:
-    """(event_id, ce_id, ce_type, ce_source) of one request, or Malformed.
-
-    Order: the ce-evbenchid extension, then the id in the payload, then ce-id. The payload comes
-    before ce-id because intermediaries such as a KafkaSource replace ce-id with their own
-    (partition/offset) while the payload still carries ours.
-    """
-    ctype = conn.h_content_type or b""
-    if ctype.split(b";", 1)[0].strip().lower() == _STRUCTURED:
-        try:
-            doc = json.loads(body)
-        except ValueError as exc:
-            raise Malformed(f"structured CloudEvent is not JSON: {exc}") from exc
-        if not isinstance(doc, dict):
-            raise Malformed("structured CloudEvent is not a JSON object")
-        missing = [k for k in ("specversion", "id", "source", "type") if k not in doc]
-        if missing:
-            raise Malformed(f"structured CloudEvent lacks {', '.join(missing)}")
-        data = doc.get("data")
-        event_id = doc.get("evbenchid") or (
-            data.get("evbenchid") if isinstance(data, dict) else None
-        )
-        return str(event_id or doc["id"]), str(doc["id"]), str(doc["type"]), str(doc["source"])
-
-    missing = [
-        name
-        for name, value in (
-            ("ce-specversion", conn.h_ce_specversion),
-            ("ce-id", conn.h_ce_id),
-            ("ce-source", conn.h_ce_source),
-            ("ce-type", conn.h_ce_type),
-        )
-        if not value
+    """An answer; for HEAD the same headers without the body."""
+    lines = [
+        f"HTTP/1.1 {status}",
+        f"Content-Type: {content_type.decode()}",
+        f"Content-Length: {len(body)}",
     ]
-    if missing:
-        raise Malformed(f"binary-mode CloudEvent lacks {', '.join(missing)}")
-    ce_id = conn.h_ce_id.decode("utf-8", "replace")
-    if conn.h_evbenchid:
-        event_id = conn.h_evbenchid.decode("utf-8", "replace")
-    else:
-        event_id = payload_event_id(body) or ce_id
-    return (
-        event_id,
-        ce_id,
-        conn.h_ce_type.decode("utf-8", "replace"),
-        conn.h_ce_source.decode("utf-8", "replace"),
-    )
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
 
 
 class _Connection(asyncio.Protocol):
     def __init__(self, receiver: Receiver) -> None:
         self.receiver = receiver
-        self.parser = httptools.HttpRequestParser(self)
+        self.limits = receiver.limits
+        self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.chunk_ns = 0
+        self.chunk_mono = time.monotonic()
+        # Bytes of the current request before its headers end, counted before parsing: the
+        # parser concatenates a header's pieces, so an endless header must be cut off unparsed.
+        self.reading_headers = True
+        self.header_bytes = 0
+        self.header_tail = b""
+        self.in_request = False
+        self.accepted = False
+        self.closing = False  # refused, timed out or failed: nothing more is read
+        self.deadline = self.chunk_mono + self.limits.idle_timeout_s
         self._reset()
 
     def _reset(self) -> None:
         self.started_ns = 0
-        self.url = b""
+        self.url_parts: list[bytes] = []
+        self.url_bytes = 0
         self.body_parts: list[bytes] = []
         self.body_bytes = 0
+        self.upgrade = False
         self.h_evbenchid: bytes | None = None
         self.h_ce_id: bytes | None = None
         self.h_ce_type: bytes | None = None
         self.h_ce_source: bytes | None = None
         self.h_ce_specversion: bytes | None = None
         self.h_content_type: bytes | None = None
+        self.h_content_length: bytes | None = None
+        self.h_expect: bytes | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.receiver.stats.connections += 1
-        self.receiver.stats.open_connections += 1
+        stats = self.receiver.stats
+        if stats.open_connections >= self.limits.max_connections:
+            stats.refused_connections += 1
+            self.closing = True
+            self.transport.write(_response("503 Service Unavailable", b"too many connections\n"))
+            self.transport.close()
+            return
+        self.accepted = True
+        stats.connections += 1
+        stats.open_connections += 1
+        self.receiver.connections.add(self)
+        # Answers queue up to this much before pause_writing() stops reading from the client.
+        self.transport.set_write_buffer_limits(high=self.limits.max_queued_answer_bytes)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.receiver.stats.open_connections -= 1
+        if self.accepted:
+            self.receiver.stats.open_connections -= 1
+            self.receiver.connections.discard(self)
+            self._release_body()
+        # The parser holds this protocol and the protocol the parser: break the cycle now rather
+        # than leave both (and a request's buffered body) to the cyclic garbage collector.
+        self.parser = None
         self.transport = None
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         # The one clock read that matters: before the parser sees a byte.
         self.chunk_ns = time.time_ns()
+        self.chunk_mono = time.monotonic()
+        if self.closing or self.parser is None:
+            return
+        if self.reading_headers and self._headers_too_long(data):
+            self._refuse(
+                "431 Request Header Fields Too Large",
+                f"headers longer than {self.limits.max_header_bytes} bytes",
+            )
+            return
         try:
             self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, Refuse):
+                self._refuse(cause.status, str(cause))
+            else:
+                self._internal_error(cause or exc)
+        except httptools.HttpParserUpgrade:
+            self._refuse("501 Not Implemented", "protocol upgrades and CONNECT are not supported")
         except httptools.HttpParserError as exc:
-            self._reject(f"bad HTTP request: {exc}")
+            self._refuse("400 Bad Request", f"bad HTTP request: {exc}")
+        except Exception as exc:  # one bad request must not cost a traceback
+            self._internal_error(exc)
+
+    def _headers_too_long(self, data: bytes) -> bool:
+        """Whether the headers run past the limit, judged to within one read: the header bytes
+        before this chunk plus this chunk's up to the blank line that ends them."""
+        end = data.find(b"\r\n\r\n")
+        if end >= 0:
+            too_long = self.header_bytes + end > self.limits.max_header_bytes
+        else:
+            self.header_bytes += len(data)
+            # The blank line may straddle two reads: then the rest of this one is body.
+            split = b"\r\n\r\n" in self.header_tail + data[:3]
+            too_long = self.header_bytes > self.limits.max_header_bytes and not split
+        self.header_tail = data[-3:]
+        return too_long
 
     # httptools callbacks
     def on_message_begin(self) -> None:
         self._reset()
+        self.in_request = True
         self.started_ns = self.chunk_ns
+        self.deadline = self.chunk_mono + self.limits.header_timeout_s
 
     def on_url(self, url: bytes) -> None:
-        self.url += url
+        self.url_bytes += len(url)
+        if self.url_bytes > self.limits.max_url_bytes:
+            raise Refuse("414 URI Too Long", f"URL longer than {self.limits.max_url_bytes} bytes")
+        self.url_parts.append(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         attr = _KEPT_HEADERS.get(name.lower())
         if attr is not None:
             setattr(self, attr, value)
 
+    def on_headers_complete(self) -> None:
+        self.reading_headers = False
+        self.deadline = self.chunk_mono + self.limits.body_timeout_s
+        assert self.parser is not None
+        if self.parser.should_upgrade():
+            self.upgrade = True  # answered 501 when the parser stops at the upgrade
+            return
+        if self.h_content_length is not None:
+            length = int(self.h_content_length)  # the parser has checked it is a number
+            if length > self.limits.max_body_bytes:
+                raise Refuse("413 Content Too Large", self._body_limit())
+        if self.h_expect is not None:
+            if self.h_expect.lower() != b"100-continue":
+                raise Refuse("417 Expectation Failed", "only Expect: 100-continue is understood")
+            assert self.transport is not None
+            self.transport.write(_CONTINUE)
+
     def on_body(self, body: bytes) -> None:
         self.body_bytes += len(body)
-        if self.body_bytes > _MAX_BODY_BYTES:
-            raise httptools.HttpParserError("body larger than 16 MiB")
+        self.receiver.buffered_bytes += len(body)
+        if self.body_bytes > self.limits.max_body_bytes:
+            raise Refuse("413 Content Too Large", self._body_limit())
+        if self.receiver.buffered_bytes > self.limits.max_buffered_bytes:
+            raise Refuse("503 Service Unavailable", "too many event bytes in flight; retry")
         self.body_parts.append(body)
 
     def on_message_complete(self) -> None:
-        if self.transport is None:
+        self.reading_headers = True
+        self.header_bytes = 0
+        self.in_request = False
+        self.deadline = self.chunk_mono + self.limits.idle_timeout_s
+        if self.transport is None or self.upgrade or self.closing:
             return
-        method = self.parser.get_method()
-        path = self.url.split(b"?", 1)[0]
+        assert self.parser is not None
+        try:
+            self._answer(self.parser.get_method())
+        finally:
+            self._release_body()
+
+    def _answer(self, method: bytes) -> None:
+        receiver = self.receiver
+        head = method == b"HEAD"
+        path = b"".join(self.url_parts).split(b"?", 1)[0]
         if method == b"POST":
             try:
-                self.receiver.record(self)
+                receiver.record(self)
             except Malformed as exc:
-                self.receiver.stats.malformed += 1
+                receiver.stats.malformed += 1
+                receiver.stats.invalid_ids += isinstance(exc, InvalidId)
                 self._respond(_response("400 Bad Request", str(exc).encode() + b"\n"))
                 return
             self._respond(_ACCEPTED)
-        elif method == b"GET" and path == b"/healthz":
-            self._respond(_response("200 OK", b"ok\n"))
-        elif method == b"GET" and path == b"/stats":
-            body = json.dumps(asdict(self.receiver.stats)).encode()
-            self._respond(_response("200 OK", body, b"application/json"))
+        elif method in (b"GET", b"HEAD") and path == b"/healthz":
+            self._respond(_response("200 OK", b"ok\n", head=head))
+        elif method in (b"GET", b"HEAD") and path == b"/stats":
+            body = json.dumps({**asdict(receiver.stats), **receiver.gauges()}).encode()
+            self._respond(_response("200 OK", body, b"application/json", head=head))
         else:
-            self.receiver.stats.not_found += 1
-            self._respond(
-                _response("404 Not Found", b"POST events to any path; GET /healthz, /stats\n")
-            )
+            receiver.stats.not_found += 1
+            self._respond(_response("404 Not Found", _USAGE, head=head))
+
+    def _body_limit(self) -> str:
+        return f"event body larger than {self.limits.max_body_bytes} bytes"
+
+    def _release_body(self) -> None:
+        self.receiver.buffered_bytes -= self.body_bytes
+        self.body_bytes = 0
+        self.body_parts = []
 
     def _respond(self, data: bytes) -> None:
-        assert self.transport is not None
+        assert self.transport is not None and self.parser is not None
         self.transport.write(data)
         if not self.parser.should_keep_alive():
+            # Requests pipelined behind this one are not processed (RFC 9112 9.6).
+            self._closing_now()
             self.transport.close()
 
-    def _reject(self, reason: str) -> None:
-        self.receiver.stats.malformed += 1
+    def _refuse(self, status: str, reason: str) -> None:
+        """Answer, close, and count by status. The parser is unusable after an error anyway."""
+        stats = self.receiver.stats
+        if status.startswith("400"):
+            stats.malformed += 1
+        else:
+            code = status.split(" ", 1)[0]
+            stats.refused[code] = stats.refused.get(code, 0) + 1
+        self._release_body()
+        self._closing_now()
         if self.transport is not None:
-            self.transport.write(_response("400 Bad Request", reason.encode() + b"\n", close=True))
+            self.transport.write(_response(status, reason.encode() + b"\n", close=True))
             self.transport.close()
+
+    def _closing_now(self) -> None:
+        """Read nothing more; the sweeper aborts the connection if it is still open after a
+        grace period (time for the client to read the last answer)."""
+        self.closing = True
+        self.deadline = time.monotonic() + _CLOSE_GRACE_S
+
+    def _internal_error(self, exc: BaseException) -> None:
+        self.receiver.stats.internal_errors += 1
+        print(f"receiver: internal error on a request: {exc!r}", file=sys.stderr)
+        self._release_body()
+        self._closing_now()
+        if self.transport is not None:
+            body = b"internal error in the receiver\n"
+            self.transport.write(_response("500 Internal Server Error", body, close=True))
+            self.transport.close()
+
+    def expire(self) -> None:
+        """Past the deadline of the current phase: 408 for a stalled request, else just close.
+        A connection still open a grace period after closing (its client reads nothing, so the
+        queued answers never drain) is aborted."""
+        if self.transport is None:
+            return
+        if self.closing:
+            self.transport.abort()
+            return
+        self._closing_now()
+        if self.in_request:
+            self.receiver.stats.timed_out += 1
+            self._release_body()
+            answer = _response("408 Request Timeout", b"request too slow\n", close=True)
+            self.transport.write(answer)
+        else:
+            self.receiver.stats.idle_closed += 1
+        self.transport.close()
 
 
 class Receiver:
@@ -235,20 +359,29 @@ class Receiver:
         host: str = "127.0.0.1",
         port: int = 0,
         flush_interval_s: float = 1.0,
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
         self.host = host
         self.port = port
         self.flush_interval_s = flush_interval_s
+        self.limits = limits or Limits()
         self.writer = PartWriter(out_dir, RECEIVED_FIELDS, prefix=name)
         self.stats = ReceiverStats()
+        self.connections: set[_Connection] = set()
+        self.buffered_bytes = 0
         self._server: asyncio.Server | None = None
-        self._flusher: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Future[object] | None = None
+        self._writing_rows: list[tuple] = []  # what the write in flight holds, if it fails
+
+    def gauges(self) -> dict[str, int]:
+        """Levels right now (the stats are counters)."""
+        return {"buffered_bytes": self.buffered_bytes}
 
     def record(self, conn: _Connection) -> None:
         body = b"".join(conn.body_parts)
-        event_id, ce_id, ce_type, ce_source = identify(conn, body)
+        event = identify(conn, body)
         stats = self.stats
         stats.received += 1
         stats.received_bytes += conn.body_bytes
@@ -256,7 +389,15 @@ class Receiver:
             stats.first_received_ns = conn.started_ns
         stats.last_received_ns = conn.started_ns
         self.writer.rows.append(
-            (event_id, conn.started_ns, self.name, conn.body_bytes, ce_id, ce_type, ce_source)
+            (
+                event.event_id,
+                conn.started_ns,
+                self.name,
+                conn.body_bytes,
+                event.ce_id,
+                event.ce_type,
+                event.ce_source,
+            )
         )
 
     async def start(self) -> None:
@@ -266,7 +407,15 @@ class Receiver:
         )
         self.port = self._server.sockets[0].getsockname()[1]
         await loop.run_in_executor(None, self.writer.warm_up)
-        self._flusher = loop.create_task(self._flush_forever())
+        self._tasks = [loop.create_task(self._flush_forever()), loop.create_task(self._sweep())]
+
+    async def _sweep(self) -> None:
+        """Close connections past their phase's deadline (see `receivers.limits`)."""
+        while True:
+            await asyncio.sleep(_SWEEP_INTERVAL_S)
+            now = time.monotonic()
+            for conn in [c for c in self.connections if c.deadline < now]:
+                conn.expire()
 
     async def _flush_forever(self) -> None:
         loop = asyncio.get_running_loop()
@@ -284,23 +433,30 @@ class Receiver:
         try:
             batches = []
             for part in slices(rows):
+                # A row that cannot be encoded goes to the quarantine file, never back to the
+                # buffer: one bad row must not hold every later one hostage.
                 batches.append(self.writer.batch(part))
                 await asyncio.sleep(0)  # arrivals are read (and stamped) between slices
         except asyncio.CancelledError:
             self.writer.rows[:0] = rows  # shutting down: close() writes them
             raise
-        except Exception as exc:
+        except OSError as exc:  # the quarantine file could not be written
             self._write_failed(rows, exc)
             return
         loop = asyncio.get_running_loop()
         self._writing = loop.run_in_executor(None, self.writer.write_batches, batches)
+        self._writing_rows = rows
         try:
             # Shielded: cancelling the flusher at shutdown must not abandon rows mid-write.
             await asyncio.shield(self._writing)
         except Exception as exc:
             self._write_failed(rows, exc)
+        self._count_written()
+
+    def _count_written(self) -> None:
         self.stats.rows_written = self.writer.rows_written
         self.stats.parts_written = self.writer.parts_written
+        self.stats.quarantined = self.writer.rows_quarantined
 
     def _write_failed(self, rows: list[tuple], exc: Exception) -> None:
         # Keep the rows for the next tick rather than lose them (disk full, say).
@@ -309,13 +465,21 @@ class Receiver:
         print(f"receiver: writing records failed, will retry: {exc}", file=sys.stderr)
 
     async def close(self) -> None:
+        """Stop accepting, write every row still in memory; unwritten rows are counted."""
         if self._server is not None:
             self._server.close()
-        if self._flusher is not None:
-            self._flusher.cancel()
+        for task in self._tasks:
+            task.cancel()
+        # Let a flush cancelled mid-slicing put its rows back before they are taken below.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._writing is not None:
             await asyncio.wait([self._writing])
+            if self._writing.exception() is not None:  # its flusher was cancelled, not told
+                self.writer.rows[:0] = self._writing_rows
         rows = self.writer.take()
-        self.writer.write(rows)
-        self.stats.rows_written = self.writer.rows_written
-        self.stats.parts_written = self.writer.parts_written
+        try:
+            self.writer.write(rows)
+        except Exception as exc:  # reported in the final stats and exit code
+            self.stats.unwritten_rows = len(rows)
+            print(f"receiver: {len(rows)} records could not be written: {exc}", file=sys.stderr)
+        self._count_written()

@@ -10,20 +10,19 @@ Each runs in a thread of the calling process (a test or a benchmark), on loopbac
 from __future__ import annotations
 
 import asyncio
-import resource
 import socket
 import threading
 
 import httptools
 
+from evbench.procs import raise_fd_limit
+
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 
 
-def raise_fd_limit() -> None:
+def _room_for_connections() -> None:
     """A server holding a thousand connections needs more than the usual 1024 descriptors."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    raise_fd_limit(1 << 20)
 
 
 class _Delayed(asyncio.Protocol):
@@ -59,7 +58,7 @@ class _Delayed(asyncio.Protocol):
 
 class SlowServer:
     def __init__(self, delay_s: float) -> None:
-        raise_fd_limit()
+        _room_for_connections()
         self.delay_s = delay_s
         self.requests = 0
         self.connections = 0
@@ -100,7 +99,7 @@ class BlackHole:
     """A TCP server that accepts requests and never answers: a stuck system under test."""
 
     def __init__(self) -> None:
-        raise_fd_limit()
+        _room_for_connections()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(512)

@@ -2,7 +2,7 @@ import pytest
 
 from evbench.formulas import achieved_rate_per_s, percentile
 from loadgen.payload import PayloadBuilder, event_id
-from receivers.server import payload_event_id
+from receivers.identify import payload_event_id
 
 
 @pytest.mark.parametrize("size", [64, 1000, 8192, 65536])
