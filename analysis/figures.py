@@ -16,6 +16,7 @@ VERDICT_COLOURS = {
     "breaks": "rgba(214, 39, 40, 0.12)",
     "sender-limited": "rgba(127, 127, 127, 0.15)",
     "insufficient-data": "rgba(127, 127, 127, 0.06)",
+    "instrument-failed": "rgba(224, 168, 0, 0.15)",
 }
 THROUGHPUT_SERIES = (
     ("sent", "send throughput", "#1f77b4"),

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
@@ -34,7 +35,7 @@ from analysis.digests import (
     tail_figures,
 )
 from analysis.export import export_knative
-from analysis.load import load_records, with_run_columns
+from analysis.load import earliest_intended_ns, load_records, with_run_columns
 from analysis.transforms import (
     first_deliveries,
     foreign_deliveries,
@@ -50,15 +51,19 @@ from analysis.transforms import (
     with_outcomes,
 )
 from analysis.verdicts import (
+    InstrumentEvidence,
     StepFigures,
     Thresholds,
     breaking_point,
+    instrument_failures,
     judge,
     slope_rise_ms,
+    under_instrument_failure,
     verdict_text,
 )
 from evbench.errors import EvbenchError
 from evbench.formulas import achieved_rate_per_s
+from evbench.parquet import check_parts, part_files
 from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
 
 # Points in the latency-points view per SUT; above it, time buckets keep each bucket's maxima.
@@ -79,8 +84,29 @@ class AnalyzeOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
+@dataclass(frozen=True)
+class SutInputs:
+    """A SUT directory checked before Spark starts: run.json read, every part file's footer
+    checked, the schedule start known."""
+
+    path: Path
+    run: dict
+    start_ns: int
+    # Where start_ns came from: run.json, or (runs recorded before run.json kept it when the
+    # sender died) the earliest slot in sent/, which is slot 0 of the schedule.
+    start_source: str
+    sent_parts: tuple[Path, ...]
+    received_parts: tuple[Path, ...]
+
+    def parts(self, records: str) -> tuple[Path, ...]:
+        """The checked part files of `records` ("sent" or "received")."""
+        return {"sent": self.sent_parts, "received": self.received_parts}[records]
+
+
 def sut_dirs(path: Path) -> list[Path]:
     """A SUT directory itself, or every SUT directory of a run directory."""
+    if not path.exists():
+        raise EvbenchError(f"{path}: no such directory")
     if (path / "run.json").is_file():
         return [path]
     found = sorted(p.parent for p in path.glob("*/run.json"))
@@ -92,12 +118,13 @@ def sut_dirs(path: Path) -> list[Path]:
 
 
 def never_started(sut_dir: Path) -> bool:
-    """A SUT directory whose sender never started (say, the SUT failed to come up)."""
+    """A SUT directory whose sender never started (say, the SUT failed to come up): no schedule
+    start in run.json and no sent records."""
     try:
         run = json.loads((sut_dir / "run.json").read_text())
     except (OSError, ValueError):
         return False  # unreadable: let read_run_json name the problem
-    return not (run.get("schedule") or {}).get("start_ns")
+    return not _recorded_start_ns(run) and not part_files(sut_dir / "sent")
 
 
 def read_run_json(sut_dir: Path) -> dict:
@@ -106,23 +133,59 @@ def read_run_json(sut_dir: Path) -> dict:
         run = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise EvbenchError(f"{path}: cannot read run.json ({exc})") from exc
-    if not (run.get("schedule") or {}).get("start_ns"):
-        raise EvbenchError(
-            f"{path}: no schedule start: the sender never started, nothing to analyse"
-        )
+    if not isinstance(run, dict):
+        raise EvbenchError(f"{path}: expected a JSON object")
     return run
+
+
+def _recorded_start_ns(run: dict) -> int | None:
+    return (run.get("schedule") or {}).get("start_ns")
+
+
+def check_inputs(sut_dir: Path) -> SutInputs:
+    """Everything analysis needs from a SUT directory, checked without Spark (seconds saved on
+    a bad path, and the error names the file)."""
+    run = read_run_json(sut_dir)
+    sent = tuple(check_parts(sut_dir / "sent", SENT_FIELDS))
+    received = tuple(check_parts(sut_dir / "received", RECEIVED_FIELDS))
+    start_ns, source = _recorded_start_ns(run), "run.json"
+    if not start_ns and sent:
+        start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
+    if not start_ns:
+        raise EvbenchError(
+            f"{sut_dir / 'run.json'}: no schedule start and no sent records: the sender never "
+            "started, nothing to analyse"
+        )
+    return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
+
+
+def inputs_for(path: Path, echo: Callable[[str], None]) -> list[SutInputs]:
+    """The SUT directories under `path` that can be analysed, checked; a run's systems that
+    never started sending are skipped (and said so), a single one is an error."""
+    targets = sut_dirs(path)
+    if len(targets) > 1:
+        skipped = [t for t in targets if never_started(t)]
+        for sut_dir in skipped:
+            echo(f"skipping {sut_dir.name}: it never started sending (see its run.json)")
+        targets = [t for t in targets if t not in skipped]
+        if not targets:
+            raise EvbenchError(f"{path}: no system of this run started sending")
+    return [check_inputs(t) for t in targets]
 
 
 def analyze(
     spark: SparkSession,
-    targets: list[Path],
+    targets: Sequence[Path | SutInputs],
     opts: AnalyzeOptions,
     echo: Callable[[str], None] = lambda line: None,
 ) -> list[dict]:
     """Analyse SUT directories together: one chain of Spark jobs for all of them."""
-    runs = {f"s{i}": (path, read_run_json(path)) for i, path in enumerate(targets)}
-    sent = _load_all(spark, runs, "sent", SENT_FIELDS)
-    received = _load_all(spark, runs, "received", RECEIVED_FIELDS)
+    checked = {
+        f"s{i}": t if isinstance(t, SutInputs) else check_inputs(t) for i, t in enumerate(targets)
+    }
+    dirs = {key: inputs.path for key, inputs in checked.items()}
+    sent = _load_all(spark, checked, "sent", SENT_FIELDS)
+    received = _load_all(spark, checked, "received", RECEIVED_FIELDS)
     # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
     joined = join_deliveries(sent, first_deliveries(received)).cache()
     events = with_latencies(with_outcomes(trimmed(measured(sent_events(joined)), opts.trim_s)))
@@ -153,15 +216,14 @@ def analyze(
     buckets = spark.createDataFrame(widths, "sut string, bucket_ns long")
     # Arrow straight from the executors: ~10^5 rows per SUT would be slow as Python Rows.
     points = latency_points(events, buckets).toArrow()
-    _write_digests(seconds, {key: path for key, (path, _) in runs.items()})
+    _write_digests(seconds, dirs)
     if opts.export_knative:
-        starts = {key: int(run["schedule"]["start_ns"]) for key, (_, run) in runs.items()}
-        export_knative(events, cumulative, starts, {key: path for key, (path, _) in runs.items()})
+        export_knative(events, dirs)
     joined.unpersist()
     digests.unpersist()
 
     summaries = []
-    for key, (path, run) in runs.items():
+    for key, path in dirs.items():
         out = path / "analysis"
         out.mkdir(exist_ok=True)
         _write_table(
@@ -174,7 +236,7 @@ def analyze(
             sorted(cumulative.get(key, []), key=lambda r: (r["metric"], r["second"])),
         )
         summary = _summary(
-            run,
+            checked[key],
             opts,
             totals.get(key, []),
             foreign_counts.get(key, 0),
@@ -182,7 +244,7 @@ def analyze(
             e2e_points.get(key, []),
         )
         _write_steps_csv(out / "steps.csv", summary["steps"])
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "summary.json").write_text(strict_json(summary) + "\n")
         echo(_headline(summary))
         summaries.append(summary)
     return summaries
@@ -203,13 +265,17 @@ def _bucket_ns(step_rows: list[dict]) -> int:
     return max(1, -(-span_ns // POINTS_MAX))
 
 
-def _load_all(spark: SparkSession, runs: dict, name: str, fields: tuple) -> DataFrame:
+def _load_all(
+    spark: SparkSession, checked: dict[str, SutInputs], name: str, fields: tuple
+) -> DataFrame:
     """One record directory of every SUT, tagged with its SUT key and schedule start."""
     return _union(
         with_run_columns(
-            load_records(spark, path / name, fields), key, int(run["schedule"]["start_ns"])
+            load_records(spark, inputs.path / name, fields, inputs.parts(name)),
+            key,
+            inputs.start_ns,
         )
-        for key, (path, run) in runs.items()
+        for key, inputs in checked.items()
     )
 
 
@@ -247,35 +313,83 @@ def _write_digests(seconds: DataFrame, dirs: dict[str, Path]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def strict_json(doc: object) -> str:
+    """JSON that every parser reads: a figure that came out NaN or infinite is null, on
+    purpose, instead of the `NaN` Python writes by default."""
+    return json.dumps(_finite_or_null(doc), indent=2, allow_nan=False)
+
+
+def _finite_or_null(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(item) for item in value]
+    return value
+
+
+def _evidence(inputs: SutInputs, counts: dict) -> InstrumentEvidence:
+    run = inputs.run
+    sender = (run.get("sender") or {}).get("summary") or {}
+    receiver = (run.get("receiver") or {}).get("stats") or {}
+    return InstrumentEvidence(
+        run_status=run.get("status"),
+        recorded_failures=tuple(run.get("instrument_failures") or ()),
+        sent_files=len(inputs.sent_parts),
+        received_files=len(inputs.received_parts),
+        sender_reported_sent=sender.get("sent"),
+        receiver_reported_received=receiver.get("received"),
+        acked=counts["acked"],
+        acked_decoys=counts["filtered"] + counts["leaked"],
+        deliveries=counts["received"] + counts["foreign"],
+        direct=run.get("sut") == "direct",
+        sut_processes_died=bool((run.get("sut_settings") or {}).get("died")),
+        receiver_connections=receiver.get("connections"),
+    )
+
+
 def _summary(
-    run: dict,
+    inputs: SutInputs,
     opts: AnalyzeOptions,
     totals: list[dict],
     foreign_count: int,
     step_sketch: dict,
     e2e_points: list[dict],
 ) -> dict:
+    run = inputs.run
     durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
     e2e_seconds: dict[int, list[tuple]] = {}
     for point in sorted(e2e_points, key=lambda p: p["second"]):
         e2e_seconds.setdefault(point["step"], []).append((point["second"], point["p50_ms"]))
     baseline = _baseline_e2e_p99_ms(totals, step_sketch, opts.thresholds.min_events)
+    counts = _counts(totals, foreign_count)
+    failures = instrument_failures(_evidence(inputs, counts))
     steps = [
         _step_row(t, durations, step_sketch, e2e_seconds, opts.thresholds, baseline) for t in totals
     ]
-    point, sustainable = breaking_point([s.pop("_verdict") for s in steps])
+    verdicts = under_instrument_failure([s.pop("_verdict") for s in steps], failures)
+    for step, verdict in zip(steps, verdicts, strict=True):
+        step["verdict"], step["reasons"] = verdict.verdict, list(verdict.reasons)
+    # An instrument failure names no breaking point and no sustainable rate: what it broke
+    # would be charged to the system under test.
+    point, sustainable = (None, None) if failures else breaking_point(verdicts)
     return {
         "run_id": run["run_id"],
         "sut": run["sut"],
         "pace": run["pace"]["name"],
         "status": run.get("status"),
+        "verdict": verdict_text(point, sustainable, failures),
+        "instrument_failures": list(failures),
+        "schedule_start_ns": inputs.start_ns,
+        "schedule_start_from": inputs.start_source,
         "trim_s": opts.trim_s,
         "trimmed": (
             f"events intended in the first {opts.trim_s:g} s after the schedule start are left out"
             if opts.trim_s
             else None
         ),
-        "counts": _counts(totals, foreign_count),
+        "counts": counts,
         "latency_ms": {
             name: _whole_run(step_sketch, metric) for name, metric in SUMMARY_LATENCIES.items()
         },
@@ -392,7 +506,7 @@ def _write_steps_csv(path: Path, steps: list[dict]) -> None:
 
 def _headline(summary: dict) -> str:
     e2e = summary["latency_ms"]["e2e"]
-    verdict = verdict_text(summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"])
+    verdict = summary["verdict"]
     tail = "max" if e2e["p9999_is_max"] else "P99.99"
     c = summary["counts"]
     return (

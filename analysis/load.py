@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -13,14 +15,20 @@ from evbench.parquet import check_parts
 from evbench.records import Field
 
 
-def load_records(spark: SparkSession, directory: Path, fields: Sequence[Field]) -> DataFrame:
+def load_records(
+    spark: SparkSession,
+    directory: Path,
+    fields: Sequence[Field],
+    checked: Sequence[Path] | None = None,
+) -> DataFrame:
     """Every part file of `directory` as one DataFrame in contract schema.
 
     Footers are checked first (cheap), so a truncated file or a missing column is reported with
-    its path before Spark starts, instead of as a stack trace from an executor.
+    its path instead of as a stack trace from an executor; `checked` are part files a caller
+    already checked that way (before starting Spark).
     """
     schema = spark_schema(fields)
-    paths = check_parts(directory, fields)
+    paths = check_parts(directory, fields) if checked is None else checked
     if not paths:
         return spark.createDataFrame([], schema)
     # The directory, not the file list: Spark lists it in one go and skips `.`/`_` files too.
@@ -30,3 +38,13 @@ def load_records(spark: SparkSession, directory: Path, fields: Sequence[Field]) 
 def with_run_columns(df: DataFrame, sut: str, start_ns: int) -> DataFrame:
     """Tag a SUT's records so several SUTs can share one chain of transforms."""
     return df.withColumn("sut", F.lit(sut)).withColumn("start_ns", F.lit(start_ns).cast("long"))
+
+
+def earliest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
+    """The first slot in the sent records: slot 0 sits at the schedule start. For runs whose
+    run.json lacks the start (recorded before the runner kept it when the sender died)."""
+    lows = [
+        pc.min(pq.read_table(path, columns=["intended_ns"])["intended_ns"]) for path in sent_parts
+    ]
+    values = [low.as_py() for low in lows if low.is_valid]
+    return min(values, default=None)

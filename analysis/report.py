@@ -2,6 +2,10 @@
 
 Works offline: plotly.js is written once per runs/ directory and every report refers to it by a
 relative path, so a runs/ directory can be copied, zipped or served as it is.
+
+Names of runs and SUTs come from users (and from directories made by hand or by older versions,
+so they are never trusted): every string is escaped for where it lands (HTML text, attributes,
+URLs, Plotly's text), and element ids are derived from positions, never from names.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import html
 import json
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 import plotly
 import plotly.offline
@@ -32,6 +37,10 @@ th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; min-width: 28rem; }
 .holds { background: #e6f4ea; } .breaks { background: #fde7e7; }
 .sender-limited, .insufficient-data { background: #eee; }
+.instrument-failed { background: #fff3cd; }
+.banner { padding: 0.6rem 1rem; margin: 0.5rem 0 1rem; border-left: 0.4rem solid; }
+.banner.failed { background: #fde7e7; border-color: #d62728; }
+.banner.interrupted { background: #fff3cd; border-color: #e0a800; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }
 .note { color: #555; font-size: 0.85rem; max-width: 60rem; }
 """
@@ -48,15 +57,31 @@ def plotly_js(runs_root: Path) -> Path:
 
 
 def _page(title: str, script: Path, at: Path, body: str) -> str:
-    src = os.path.relpath(script, at)
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style><script src='{html.escape(src)}'></script></head>"
+        f"<style>{_STYLE}</style><script src='{_href(script, at)}'></script></head>"
         f"<body>{body}</body></html>"
     )
 
 
+def _href(target: Path, base: Path) -> str:
+    """A relative URL for an attribute: percent-encoded, so a directory named `javascript:x`
+    or holding quotes stays a path."""
+    return html.escape(quote(os.path.relpath(target, base)))
+
+
+def _cell(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _plotly_text(text: str) -> str:
+    """Plotly renders a subset of HTML in titles and legends; escaped, a name shows as typed."""
+    return html.escape(text, quote=False)
+
+
 def _figure_html(figure, div_id: str) -> str:
+    """`div_id` is a fixed name or one derived from a position: Plotly pastes it unescaped
+    into the page's HTML and script."""
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id)
 
 
@@ -69,7 +94,43 @@ def _load(analysis_dir: Path) -> tuple[dict, list[dict], list[dict], list[dict]]
 
 
 def headline(summary: dict) -> str:
-    return verdict_text(summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"])
+    return verdict_text(
+        summary["breaking_point_per_s"],
+        summary["max_sustainable_rate_per_s"],
+        summary.get("instrument_failures", ()),
+    )
+
+
+def status_banner(summary: dict) -> str:
+    """What a reader must know before any figure: the instruments failed, or the run was
+    interrupted (empty when neither)."""
+    if failures := summary.get("instrument_failures"):
+        return (
+            "<div class='banner failed'><b>Instrument failed</b>: "
+            f"{html.escape('; '.join(failures))}. No breaking point is named: the losses and "
+            "failures below may be the instrument's, not the system's.</div>"
+        )
+    if summary.get("status") == "interrupted":
+        return (
+            "<div class='banner interrupted'><b>Interrupted</b>: the run was stopped before its "
+            "pace ended; the figures cover what was recorded until then.</div>"
+        )
+    return ""
+
+
+def _index_banners(summaries: list[dict]) -> str:
+    """The index's top: one banner per system whose run failed or was interrupted."""
+    return "".join(
+        f"<h3>{html.escape(summary['sut'])}</h3>{banner}"
+        for summary in summaries
+        if (banner := status_banner(summary))
+    )
+
+
+def _verdict_class(summary: dict) -> str:
+    if summary.get("instrument_failures"):
+        return "instrument-failed"
+    return "breaks" if summary["breaking_point_per_s"] else "holds"
 
 
 def _latency_cell(figures: dict) -> str:
@@ -96,25 +157,25 @@ def _steps_table(steps: list[dict]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "<th>why</th>"
     rows = []
     for step in steps:
-        cells = "".join(f"<td>{html.escape(str(step.get(c)))}</td>" for c in columns)
+        cells = "".join(f"<td>{_cell(step.get(c))}</td>" for c in columns)
         why = html.escape("; ".join(step.get("reasons", [])))
-        rows.append(
-            f"<tr class='{html.escape(step['verdict'])}'>{cells}<td class='text'>{why}</td></tr>"
-        )
+        rows.append(f"<tr class='{_cell(step['verdict'])}'>{cells}<td class='text'>{why}</td></tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def _counts_table(summary: dict) -> str:
     counts = summary["counts"]
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in counts)
-    cells = "".join(f"<td>{v}</td>" for v in counts.values())
+    head = "".join(f"<th>{_cell(k)}</th>" for k in counts)
+    cells = "".join(f"<td>{_cell(v)}</td>" for v in counts.values())
     lat = summary["latency_ms"]
     lat_head = "<th>latency</th>" + "".join(
         f"<th>{k}</th>" for k in ("p50", "p99", "p999", "p9999", "max", "n")
     )
     lat_rows = "".join(
-        f"<tr><td class='text'>{html.escape(name)}</td>"
-        + "".join(f"<td>{fig.get(k)}</td>" for k in ("p50", "p99", "p999", "p9999", "max", "n"))
+        f"<tr><td class='text'>{_cell(name)}</td>"
+        + "".join(
+            f"<td>{_cell(fig.get(k))}</td>" for k in ("p50", "p99", "p999", "p9999", "max", "n")
+        )
         + "</tr>"
         for name, fig in lat.items()
     )
@@ -155,11 +216,11 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
         cumulative,
         summary["steps"],
         summary["breaking_point_per_s"],
-        f"{summary['sut']}: {headline(summary)}",
+        _plotly_text(f"{summary['sut']}: {headline(summary)}"),
     )
     trimmed = f"<p class='note'>{html.escape(summary['trimmed'])}</p>" if summary["trimmed"] else ""
     body = (
-        f"<h1>{html.escape(name)}</h1>"
+        f"<h1>{html.escape(name)}</h1>{status_banner(summary)}"
         f"<p><b>{html.escape(headline(summary))}</b>; end-to-end "
         f"{html.escape(_latency_cell(summary['latency_ms']['e2e']))}</p>{trimmed}"
         + _counts_table(summary)
@@ -185,26 +246,32 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
 def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     """All SUTs of a run side by side: the verdict table, then each SUT's main graph."""
     runs_root = run_dir.parent
-    rows, graphs = [], []
+    rows, graphs, summaries = [], [], []
     for sut_dir in sut_dirs:
         summary, metrics, cumulative, _ = _load(sut_dir / "analysis")
+        summaries.append(summary)
         counts = summary["counts"]
-        link = os.path.relpath(sut_dir / "analysis" / "report.html", run_dir)
+        link = _href(sut_dir / "analysis" / "report.html", run_dir)
         rows.append(
-            f"<tr class='{'breaks' if summary['breaking_point_per_s'] else 'holds'}'>"
-            f"<td class='text'><a href='{html.escape(link)}'>{html.escape(summary['sut'])}</a></td>"
-            f"<td class='text'>{html.escape(headline(summary))}</td>"
-            f"<td>{html.escape(_latency_cell(summary['latency_ms']['e2e']))}</td>"
-            f"<td>{counts['send_failures']}</td><td>{counts['lost']}</td>"
-            f"<td>{counts['duplicates']}</td></tr>"
+            f"<tr class='{_verdict_class(summary)}'>"
+            f"<td class='text'><a href='{link}'>{_cell(summary['sut'])}</a></td>"
+            f"<td class='text'>{_cell(headline(summary))}</td>"
+            f"<td>{_cell(_latency_cell(summary['latency_ms']['e2e']))}</td>"
+            f"<td>{_cell(counts['send_failures'])}</td><td>{_cell(counts['lost'])}</td>"
+            f"<td>{_cell(counts['duplicates'])}</td></tr>"
         )
         figure = six_series(
-            metrics, cumulative, summary["steps"], summary["breaking_point_per_s"], summary["sut"]
+            metrics,
+            cumulative,
+            summary["steps"],
+            summary["breaking_point_per_s"],
+            _plotly_text(summary["sut"]),
         )
         figure.update_layout(height=420)
-        graphs.append(f"<div>{_figure_html(figure, 'six-' + sut_dir.name)}</div>")
+        graphs.append(f"<div>{_figure_html(figure, f'six-{len(graphs)}')}</div>")
     body = (
-        f"<h1>{html.escape(run_dir.name)}</h1><table><tr><th>SUT</th><th>verdict</th>"
+        f"<h1>{html.escape(run_dir.name)}</h1>{_index_banners(summaries)}"
+        "<table><tr><th>SUT</th><th>verdict</th>"
         "<th>end-to-end</th><th>send failures</th><th>lost</th><th>duplicates</th></tr>"
         + "".join(rows)
         + "</table><div class='grid'>"
@@ -234,6 +301,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[dict]:
                     "sut": summary["sut"],
                     "breaking_point_per_s": summary["breaking_point_per_s"],
                     "max_sustainable_rate_per_s": summary["max_sustainable_rate_per_s"],
+                    "instrument_failures": summary.get("instrument_failures", []),
                     "p9999_e2e_ms": e2e["p9999"],
                     "e2e_n": e2e["n"],
                     "p9999_is_max": e2e["p9999_is_max"],
@@ -262,6 +330,8 @@ def comparison_text(rows: list[dict]) -> str:
 
 def _comparison_cell(row: dict) -> str:
     point = row["breaking_point_per_s"]
+    if row.get("instrument_failures"):
+        return "instrument failed"  # no figure of that run speaks for the system
     verdict = f"breaks at {point}/s" if point else "held"
     tail = "max" if row["p9999_is_max"] else "p99.99"
     return (
@@ -270,23 +340,36 @@ def _comparison_cell(row: dict) -> str:
     )
 
 
+def _rates(row: dict) -> tuple[str, str]:
+    """The two rate cells of a comparison row; a run whose instrument failed has neither."""
+    if row.get("instrument_failures"):
+        return "instrument failed", "instrument failed"
+    return (
+        str(row["breaking_point_per_s"] or "-"),
+        str(row["max_sustainable_rate_per_s"] or "-"),
+    )
+
+
 def write_comparison(rows: list[dict], out: Path) -> Path:
     runs_root = out.parent
     table = "".join(
-        f"<tr><td class='text'>{html.escape(r['run'])}</td><td class='text'>"
-        f"<a href='{html.escape(os.path.relpath(r['report'], runs_root))}'>"
-        f"{html.escape(r['sut'])}</a></td><td>{r['breaking_point_per_s'] or '-'}</td>"
-        f"<td>{r['max_sustainable_rate_per_s'] or '-'}</td>"
-        f"<td>{html.escape(str(r['p9999_e2e_ms']))} ms{' (max)' if r['p9999_is_max'] else ''}"
-        f" (n={r['e2e_n']})</td><td>{r['send_failures']}</td><td>{r['lost']}</td></tr>"
+        f"<tr class='{'instrument-failed' if r.get('instrument_failures') else ''}'>"
+        f"<td class='text'>{_cell(r['run'])}</td><td class='text'>"
+        f"<a href='{_href(r['report'], runs_root)}'>"
+        f"{_cell(r['sut'])}</a></td><td>{_cell(_rates(r)[0])}</td>"
+        f"<td>{_cell(_rates(r)[1])}</td>"
+        f"<td>{_cell(r['p9999_e2e_ms'])} ms{' (max)' if r['p9999_is_max'] else ''}"
+        f" (n={_cell(r['e2e_n'])})</td><td>{_cell(r['send_failures'])}</td>"
+        f"<td>{_cell(r['lost'])}</td></tr>"
         for r in rows
     )
+    shown = [{**r, "run": _plotly_text(r["run"]), "sut": _plotly_text(r["sut"])} for r in rows]
     body = (
         "<h1>Runs compared</h1><table><tr><th>run</th><th>SUT</th><th>breaking point</th>"
         "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th></tr>"
         + table
         + "</table>"
-        + _figure_html(comparison(rows), "comparison")
+        + _figure_html(comparison(shown), "comparison")
     )
     out.write_text(_page("Runs compared", plotly_js(runs_root), runs_root, body))
     return out

@@ -7,15 +7,22 @@ import sys
 
 from pyspark.sql import SparkSession
 
+LOOPBACK = "127.0.0.1"
+
 
 def session(master: str = "local[*]", app_name: str = "evbench-analyze") -> SparkSession:
     # Python workers must be this interpreter: a bare `python3` on PATH lacks our packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        # The driver's RPC and block-manager ports bind the host's external address by default;
+        # in local mode nothing outside this machine needs them (a cluster's executors do).
+        builder = builder.config("spark.driver.host", LOOPBACK).config(
+            "spark.driver.bindAddress", LOOPBACK
+        )
     spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
+        builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")

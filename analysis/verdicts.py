@@ -15,6 +15,11 @@ A step is judged in this order:
    seconds late).
 4. otherwise *holds*.
 
+An *instrument failure* (the sender or receiver died or ended badly, records are missing, nothing
+arrived although events were acked) is a verdict of its own: the losses it causes are the
+instrument's, so a run with one names no breaking point, and its breaking steps are judged
+*instrument-failed* rather than *breaks*.
+
 Breaking point = the lowest-rate step that breaks on its own. A breaking step that follows a
 breaking step of equal or higher rate, with no holding step between, inherits that overload (a
 cool-down step draining a backlog) and is not a candidate. Max sustainable rate = the highest
@@ -24,6 +29,7 @@ rate of a holding step below the breaking point (or of all holding steps if noth
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -33,6 +39,7 @@ HOLDS = "holds"
 BREAKS = "breaks"
 SENDER_LIMITED = "sender-limited"
 INSUFFICIENT = "insufficient-data"
+INSTRUMENT_FAILED = "instrument-failed"
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,14 @@ class Thresholds:
                 f"{source}: unknown thresholds {', '.join(unknown)} (known: {', '.join(known)})"
             )
         for key, value in doc.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise EvbenchError(f"{source}: {key} must be a non-negative number, got {value!r}")
+            # json.loads takes NaN and Infinity; a NaN threshold makes every comparison false,
+            # so 500 of 500 lost would "hold".
+            number = not isinstance(value, bool) and isinstance(value, int | float)
+            infinite = isinstance(value, float) and not math.isfinite(value)  # an int is finite
+            if not number or infinite or value < 0:
+                raise EvbenchError(
+                    f"{source}: {key} must be a finite non-negative number, got {value!r}"
+                )
         return replace(cls(), **doc)
 
 
@@ -175,8 +188,88 @@ def slope_rise_ms(seconds: Sequence[float], values_ms: Sequence[float]) -> float
     return slope * (max(seconds) - min(seconds))
 
 
-def verdict_text(breaking_point_per_s: int | None, max_sustainable_rate_per_s: int | None) -> str:
-    """The one-line verdict every report and summary line uses."""
+@dataclass(frozen=True)
+class InstrumentEvidence:
+    """What says whether the instruments worked: run.json's account and what is on disk."""
+
+    run_status: str | None  # completed | interrupted | failed | running (never finished)
+    recorded_failures: tuple[str, ...]  # the runner's own findings (run.json)
+    sent_files: int
+    received_files: int
+    sender_reported_sent: int | None  # the sender's final summary, when it wrote one
+    receiver_reported_received: int | None  # the receiver's final stats, when it wrote them
+    acked: int  # from the records
+    acked_decoys: int  # acked events a trigger was meant to drop
+    deliveries: int  # received rows, foreign ones too
+    direct: bool = False  # the sender sent to the receiver itself: its acks are the receiver's
+    sut_processes_died: bool = False  # a process of the system under test exited during the run
+    receiver_connections: int | None = None  # connections the receiver accepted, if it said
+
+
+def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
+    """Why the instruments cannot be trusted for this run; empty when they can."""
+    found = list(e.recorded_failures)
+    if e.run_status == "running":
+        found.append(
+            "the run never finished: evbench run stopped before writing its final run.json"
+        )
+    elif e.run_status == "failed" and not found:
+        found.append("run.json says the run failed (see its logs/)")
+    if e.sent_files == 0:
+        found.append(
+            "records missing: no sent records in sent/"
+            + (f" although the sender reported {n} sent" if (n := e.sender_reported_sent) else "")
+        )
+    if e.received_files == 0 and e.receiver_reported_received:
+        found.append(
+            f"records missing: no received records in received/ although the receiver "
+            f"counted {e.receiver_reported_received}"
+        )
+    elif e.deliveries == 0 and e.acked > e.acked_decoys and _delivery_path_untried(e):
+        found.append(
+            f"nothing received although {e.acked - e.acked_decoys} events were acked "
+            "(is the receiver reachable from the system, and recording?)"
+        )
+    return tuple(found)
+
+
+def _delivery_path_untried(e: InstrumentEvidence) -> bool:
+    """Nothing arrived, and the instruments are to blame rather than the system: the receiver
+    acked the events itself (direct), or no system process died and nothing ever connected to
+    the receiver (a subscription that points elsewhere). A system whose dispatcher died, or
+    that connected and delivered nothing usable, has broken, and its steps say so."""
+    if e.direct:
+        return True
+    return not e.sut_processes_died and not e.receiver_connections
+
+
+def under_instrument_failure(verdicts: Sequence[Verdict], failures: Sequence[str]) -> list[Verdict]:
+    """A breaking step of a run whose instrument failed may show the instrument's losses, not
+    the system's: it is judged instrument-failed. Holding steps held whatever the instruments
+    did later."""
+    if not failures:
+        return list(verdicts)
+    return [
+        replace(
+            v,
+            verdict=INSTRUMENT_FAILED,
+            reasons=(*v.reasons, "an instrument failed, so these may be the instrument's"),
+        )
+        if v.verdict == BREAKS
+        else v
+        for v in verdicts
+    ]
+
+
+def verdict_text(
+    breaking_point_per_s: int | None,
+    max_sustainable_rate_per_s: int | None,
+    failures: Sequence[str] = (),
+) -> str:
+    """The one-line verdict every report and summary line uses; an instrument failure (see
+    `instrument_failures`) outranks every figure."""
+    if failures:
+        return "instrument failed: " + "; ".join(failures)
     sustainable = (
         f"max sustainable {max_sustainable_rate_per_s}/s"
         if max_sustainable_rate_per_s

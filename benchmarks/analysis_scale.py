@@ -6,9 +6,12 @@ as real runs write), then times `evbench analyze` on it as a user runs it (a new
 start-up included). With --scale 10 every step carries ten times the events.
 
 Then prints the digest stage's values/s (fastdigest, as the job builds per-second digests) and
-the pure-python `tdigest` package on the same data.
+the pure-python `tdigest` package on the same data, and the cost per event of the export's
+per-event cumulative lines (`--export-knative`: a compression-1000 digest queried after every
+event). With --export-knative the timed analyze writes the 2019 files too.
 
     .venv/bin/python benchmarks/analysis_scale.py [--suts 6] [--scale 1] [--keep DIR]
+        [--export-knative]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.digests import digest_of
+from analysis.export import running_quantiles
 from benchmarks.common import machine_line
 from evbench.parquet import arrow_schema
 from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
@@ -136,10 +140,13 @@ def write_sut(root: Path, sut: str, scale: int, seed: int) -> int:
     return events
 
 
-def time_analyze(run_dir: Path) -> float:
+def time_analyze(run_dir: Path, export_knative: bool) -> float:
     started = time.perf_counter()
+    extra = ["--export-knative"] if export_knative else []
     result = subprocess.run(
-        [sys.executable, "-m", "evbench", "analyze", str(run_dir)], capture_output=True, text=True
+        [sys.executable, "-m", "evbench", "analyze", str(run_dir), *extra],
+        capture_output=True,
+        text=True,
     )
     elapsed = time.perf_counter() - started
     if result.returncode != 0:
@@ -170,11 +177,28 @@ def digest_rates() -> None:
     )
 
 
+def running_line_cost(events: int = 501_000) -> None:
+    """One SUT's cumulative line for one metric, as the export computes it in its Arrow UDF."""
+    values = np.random.default_rng(2).gamma(3, 0.4, events)
+    values[np.random.default_rng(3).random(events) < 1e-3] *= 40  # spikes
+    started = time.perf_counter()
+    running_quantiles(values)
+    elapsed = time.perf_counter() - started
+    print(
+        f"export cumulative line: {events:,} events in {elapsed:.1f} s "
+        f"({elapsed / events * 1e6:.1f} us per event: one digest update and 3 quantiles); "
+        "a SUT has two lines (publish, delivery), one Arrow group each"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suts", type=int, default=6)
     parser.add_argument("--scale", type=int, default=1, help="events multiplier per step")
     parser.add_argument("--keep", type=Path, default=None, help="generate here and keep it")
+    parser.add_argument(
+        "--export-knative", action="store_true", help="time analyze --export-knative"
+    )
     args = parser.parse_args()
     print(machine_line())
     root = args.keep or Path(tempfile.mkdtemp(prefix="evbench-scale-"))
@@ -194,12 +218,14 @@ def main() -> int:
             f"generated {len(names)} SUTs, {events:,} events in "
             f"{time.perf_counter() - started:.0f} s -> {run_dir}"
         )
-        elapsed = time_analyze(run_dir)
+        elapsed = time_analyze(run_dir, args.export_knative)
         print(
-            f"evbench analyze: {elapsed:.1f} s wall for {events:,} events "
+            f"evbench analyze{' --export-knative' if args.export_knative else ''}: "
+            f"{elapsed:.1f} s wall for {events:,} events "
             f"({events / elapsed:,.0f} events/s, Spark start-up included)"
         )
         digest_rates()
+        running_line_cost()
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

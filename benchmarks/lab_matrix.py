@@ -39,9 +39,10 @@ def line(sut_dir: Path) -> str:
         if role not in _INSTRUMENTS
     }
     e2e = summary["latency_ms"]["e2e"]
+    bp, failures = summary["breaking_point_per_s"], summary.get("instrument_failures", ())
     return (
         f"{summary['sut']:<14} "
-        f"{verdict_text(summary['breaking_point_per_s'], summary['max_sustainable_rate_per_s'])}\n"
+        f"{verdict_text(bp, summary['max_sustainable_rate_per_s'], failures)}\n"
         f"{'':<15}P99.99 e2e at step 1: {first.get('p9999_e2e_ms')} ms; "
         f"whole run: {e2e['p9999']} ms (n={e2e['n']})\n"
         f"{'':<15}sent {counts['sent']}, send failures {counts['send_failures']}, "

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from evbench.argtypes import at_least_one
 from evbench.errors import EvbenchError
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
 from evbench.layout import default_runs_dir, next_run_id
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--max-inflight",
-        type=int,
+        type=at_least_one,
         default=4096,
         help="unanswered-request cap; slots over it are recorded as failures (default 4096)",
     )
@@ -231,8 +232,9 @@ def _analyze(
     thresholds_file: Path | None = None,
     export_knative: bool = False,
 ) -> int:
+    """Exit code: 0, or 1 when an instrument of any analysed system failed."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
-    from analysis.job import AnalyzeOptions, analyze, never_started, sut_dirs
+    from analysis.job import AnalyzeOptions, analyze, inputs_for
     from analysis.spark import session
     from analysis.verdicts import Thresholds
 
@@ -241,26 +243,20 @@ def _analyze(
         try:
             text = thresholds_file.read_text()
         except OSError as exc:
-            raise EvbenchError(f"{thresholds_file}: {exc.strerror}") from exc
-        thresholds = Thresholds.from_json(text, str(thresholds_file))
+            raise EvbenchError(f"--thresholds {thresholds_file}: {exc.strerror}") from exc
+        thresholds = Thresholds.from_json(text, f"--thresholds {thresholds_file}")
 
-    targets = sut_dirs(path)
-    if len(targets) > 1:  # a whole run: a system that never started has nothing to analyse
-        skipped = [t for t in targets if never_started(t)]
-        for sut_dir in skipped:
-            _echo(f"skipping {sut_dir.name}: it never started sending (see its run.json)")
-        targets = [t for t in targets if t not in skipped]
-        if not targets:
-            raise EvbenchError(f"{path}: no system of this run started sending")
+    # Every input is checked before Spark starts (seconds): a bad path fails at once.
+    inputs = inputs_for(path, _echo)
     _echo(
-        f"analysing {len(targets)} SUT director{'y' if len(targets) == 1 else 'ies'} "
+        f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
         f"with Spark ({master})"
     )
     spark = session(master)
     try:
-        analyze(
+        summaries = analyze(
             spark,
-            targets,
+            inputs,
             AnalyzeOptions(trim_s=trim_s, thresholds=thresholds, export_knative=export_knative),
             _echo,
         )
@@ -268,12 +264,12 @@ def _analyze(
         spark.stop()
     from analysis.report import write_index, write_report
 
-    for sut_dir in targets:
-        _echo(f"  -> {write_report(sut_dir)}")
-    run_dir = targets[0].parent
+    for checked in inputs:
+        _echo(f"  -> {write_report(checked.path)}")
+    run_dir = inputs[0].path.parent
     analysed = sorted(p.parent.parent for p in run_dir.glob("*/analysis/summary.json"))
     _echo(f"  -> {write_index(run_dir, analysed)}")
-    return 0
+    return 1 if any(s["instrument_failures"] for s in summaries) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,13 +287,13 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_receiver(args)
         if args.command == "import-knative":
-            from evbench.knative import import_knative
+            from evbench.knative import PACE_NAME, import_knative
 
             runs_dir = args.runs_dir or default_runs_dir()
             rates = None
             if args.pace:
                 rates = [s.rate_per_s for s in resolve_pace(args.pace).steps]
-            run_id = args.run_id or next_run_id(runs_dir, "knative-2019")
+            run_id = args.run_id or next_run_id(runs_dir, PACE_NAME)
             sut_dir = import_knative(args.source, runs_dir, run_id, args.sut, rates)
             _echo(f"imported {args.source} -> {sut_dir}")
             return 0 if args.no_analyze else _analyze(sut_dir, "local[*]", 0.0)
@@ -341,12 +337,14 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes = [run(opts, _echo, live)]
             else:
                 outcomes = run_matrix(opts, _echo, live, args.sut or LOCAL_SUTS)
-            analysable = [o for o in outcomes if o.status != "failed"]
-            if not args.no_analyze and analysable:
+            codes = [o.exit_code for o in outcomes]
+            # A run whose instrument failed is analysed too, up to where its records end: its
+            # summary and reports then say "instrument failed", not where the SUT broke.
+            if not args.no_analyze and any(o.schedule_start_ns for o in outcomes):
                 # One analysis of the whole run directory: one Spark chain, one index.html.
                 target = outcomes[0].sut_dir.root
-                _analyze(target if single else target.parent, "local[*]", 0.0)
-            return max(o.exit_code for o in outcomes)
+                codes.append(_analyze(target if single else target.parent, "local[*]", 0.0))
+            return max(codes)
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)
         return 2

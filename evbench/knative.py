@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evbench.errors import EvbenchError
-from evbench.layout import new_sut_dir
+from evbench.layout import new_sut_dir, safe_component
 from evbench.parquet import PartWriter
 from evbench.records import RECEIVED_FIELDS, RUN_JSON_VERSION, SENT_FIELDS
 
 MAKO_COLUMNS = ["inputValue", "errorMessage", "pl", "pe", "st", "dl", "de", "dt", "pet", "det"]
 STEP_GAP_MS = 1000.0  # 2019 paused ~2 s between steps; a longer silence starts a new step
 IMPORTED_ERROR = "publish failure (imported from 2019 results)"
+PACE_NAME = "knative-2019"  # imports go to runs/<run id>-knative-2019/<sut>/
 
 
 @dataclass
@@ -137,6 +138,9 @@ def import_knative(
     source: Path, runs_dir: Path, run_id: str, sut: str, pace_rates: list[int] | None = None
 ) -> Path:
     """Write a run directory from 2019 results; returns the SUT directory."""
+    # Checked again where the directory is made; here so a bad name fails before a long parse.
+    safe_component("run id", run_id)
+    safe_component("SUT name", sut)
     if source.is_dir():
         samples = parse_processed_dir(source)
     elif source.is_file():
@@ -157,8 +161,7 @@ def import_knative(
         duration_s = max(1, round((events[end - 1].sent_ms - events[start].sent_ms) / 1e3))
         rate = pace_rates[i] if pace_rates else max(1, round((end - start) / duration_s))
         steps.append({"rate_per_s": rate, "duration_s": duration_s})
-    pace_name = "knative-2019"
-    sut_dir = new_sut_dir(runs_dir, run_id, pace_name, sut)
+    sut_dir = new_sut_dir(runs_dir, run_id, PACE_NAME, sut)
     sent_w = PartWriter(sut_dir.sent, SENT_FIELDS, prefix="sent-imported")
     recv_w = PartWriter(sut_dir.received, RECEIVED_FIELDS, prefix="imported")
     for number, (start, end) in enumerate(spans, start=1):
@@ -205,7 +208,7 @@ def import_knative(
         "the uncorrected ones; events rebuilt by pairing publish and delivery samples on send "
         "time; steps found from pauses in sending",
         "pace": {
-            "name": pace_name,
+            "name": PACE_NAME,
             "spec": ",".join(f"{s['rate_per_s']}:{s['duration_s']}" for s in steps),
             "steps": steps,
         },

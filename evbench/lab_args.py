@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from evbench.argtypes import at_least_one, non_negative, port_number
 from suts.lab import DEFAULT_TRIGGER, LOCAL_SUTS, SUTS, LabSettings
 
 SUT_HELP = """\
@@ -53,30 +54,30 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
         "--receiver-host", default="127.0.0.1", help="receiver bind address (default 127.0.0.1)"
     )
     lab.add_argument(
-        "--receiver-port", type=int, default=0, help="receiver port (default 0: a free one)"
+        "--receiver-port", type=port_number, default=0, help="receiver port (default 0: a free one)"
     )
     lab.add_argument(
         "--partitions",
-        type=int,
+        type=at_least_one,
         default=defaults.partitions,
         help=f"partitions of the Kafka topic (default {defaults.partitions})",
     )
     lab.add_argument(
         "--replication",
-        type=int,
+        type=at_least_one,
         default=defaults.replication,
         help=f"replication factor (default {defaults.replication})",
     )
     lab.add_argument(
         "--dispatcher-concurrency",
-        type=int,
+        type=at_least_one,
         default=defaults.concurrency,
         metavar="N",
         help=f"deliveries in flight per dispatcher (default {defaults.concurrency})",
     )
     lab.add_argument(
         "--retries",
-        type=int,
+        type=non_negative,
         default=defaults.retries,
         help=f"delivery retries on 5xx/429/errors (default {defaults.retries})",
     )
@@ -89,14 +90,14 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
     )
     lab.add_argument(
         "--queue-limit",
-        type=int,
+        type=at_least_one,
         default=defaults.queue_limit,
         metavar="N",
         help=f"IMC: queued events before the ingress answers 503 (default {defaults.queue_limit})",
     )
     lab.add_argument(
         "--max-pending",
-        type=int,
+        type=at_least_one,
         default=defaults.max_pending,
         metavar="N",
         help=f"Kafka dispatcher: records taken but undelivered (default {defaults.max_pending})",
@@ -125,7 +126,7 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
     )
     lab.add_argument(
         "--decoy-every",
-        type=int,
+        type=non_negative,
         default=0,
         metavar="N",
         help="send every Nth event with a type the trigger drops (default 0: none)",

@@ -31,6 +31,7 @@ from evbench.progress import progress_line, step_line
 from evbench.records import RUN_JSON_VERSION
 from evbench.samples import ProcessSampler
 from loadgen.pace import Pace, parse_warmup
+from receivers.limits import Limits
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut
 from suts.lag import ConsumerLagSampler
 
@@ -73,15 +74,87 @@ class RunOptions:
 @dataclass
 class RunOutcome:
     sut_dir: SutDir
-    status: str  # completed | interrupted | failed
+    status: str  # completed | interrupted | failed (run.json says running until the end)
     sender: dict = field(default_factory=dict)
     receiver: dict = field(default_factory=dict)
     sut: dict = field(default_factory=dict)
     sut_died: list[str] = field(default_factory=list)
+    # Why the instruments cannot be trusted (any entry fails the run; analysis says so too).
+    instrument_failures: list[str] = field(default_factory=list)
+    schedule_start_ns: int | None = None  # announced by the sender before its first slot
 
     @property
     def exit_code(self) -> int:
         return {"completed": 0, "interrupted": 130}.get(self.status, 1)
+
+
+def receiver_limits(payload_bytes: int) -> Limits:
+    """The receiver's defaults, with room for the run's own events (and any envelope a system
+    wraps them in) whatever --payload-bytes asks for."""
+    default = Limits()
+    return replace(default, max_body_bytes=max(default.max_body_bytes, 2 * payload_bytes))
+
+
+def exit_text(code: int) -> str:
+    """An exit code as people read it: negative codes are the signal that ended the process."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def receiver_failure(died_during_run: bool, exit_code: int, final_stats: dict) -> str | None:
+    """How the receiver ended, when that makes its records untrustworthy (None: it did not).
+
+    A healthy receiver, stopped by SIGTERM, flushes, prints its stopped line with its stats and
+    exits 0. Anything else (say, it could not write its records) means deliveries may be
+    missing that the system under test made.
+    """
+    if died_during_run:
+        return f"receiver died during the run ({exit_text(exit_code)})"
+    if exit_code != 0:
+        return f"receiver failed at stop ({exit_text(exit_code)}): its records may be incomplete"
+    if not final_stats:
+        return "receiver ended without its final report: its records may be incomplete"
+    return receiver_refusals(final_stats)
+
+
+# Answers with which the receiver turned away what a system delivered because of its own limits
+# or faults. 400 (not an event) and 408 (a stalled request) are the sender's side's doing.
+_INSTRUMENT_REFUSALS = ("413", "414", "431", "503")
+
+
+def receiver_refusals(stats: dict) -> str | None:
+    """Deliveries the receiver refused, could not parse for its own fault, or could not write:
+    the events they carried would count as lost to the system under test."""
+    refused = {
+        code: n
+        for code, n in (stats.get("refused") or {}).items()
+        if code in _INSTRUMENT_REFUSALS and n
+    }
+    parts = [f"{n} answered {code}" for code, n in sorted(refused.items())]
+    for key, what in (
+        ("internal_errors", "failed inside the receiver (500)"),
+        ("quarantined", "could not be written (see received-quarantine.jsonl)"),
+        ("unwritten_rows", "were never written"),
+    ):
+        if stats.get(key):
+            parts.append(f"{stats[key]} {what}")
+    if not parts:
+        return None
+    return "receiver turned deliveries away by its own limits or faults: " + ", ".join(parts)
+
+
+def sender_failure(exit_code: int, finished: bool) -> str | None:
+    """How the sender ended, when its records do not cover the pace it was given (None: they
+    do). 130 is an interrupted sender that stopped scheduling and flushed, as asked."""
+    if not finished:
+        return f"sender ended without finishing ({exit_text(exit_code)})"
+    if exit_code not in (0, 130):
+        return f"sender failed ({exit_text(exit_code)})"
+    return None
 
 
 def grace_verdict(
@@ -176,6 +249,23 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     sut = Sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host)
     lag: ConsumerLagSampler | None = None
     grace: dict = {}
+
+    def record_start(start_ns: int) -> None:
+        # Written before the first slot, so that a run whose sender (or this process) dies is
+        # still analysed up to where its records end.
+        outcome.schedule_start_ns = start_ns
+        _write_run_json(
+            sut_dir,
+            opts,
+            run_id,
+            warmup is not None,
+            started_ns,
+            outcome,
+            grace,
+            sampler,
+            "running",
+        )
+
     with _Interrupts(echo) as interrupts:
         try:
             receiver, base_url = start_receiver(
@@ -183,6 +273,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                 sut_dir.logs / "receiver.log",
                 opts.receiver_host,
                 opts.receiver_port,
+                limits=receiver_limits(opts.payload_bytes),
             )
             sampler.watch("receiver", receiver.pid)
             if opts.sut == "external":
@@ -203,11 +294,20 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
             )
             interrupts.sender = sender
             sampler.watch("sender", sender.pid)
-            outcome.sender = _follow_sender(sender, opts, client, base_url, echo, live, sut)
-            sender.wait(timeout_s=30)
-            grace = _wait_for_stragglers(
-                client, base_url, outcome.sender.get("ok", 0), opts, lambda: interrupts.count
-            )
+            watch = _Watch(sender, receiver, sut, record_start)
+            summary, silent = _follow_sender(watch, opts, client, base_url, echo, live)
+            outcome.sender = summary or {}
+            if failure := silent or sender_failure(sender.wait(timeout_s=30), summary is not None):
+                outcome.instrument_failures.append(failure)
+                echo(f"instrument failed: {failure}; see {sender.log_path}")
+            if receiver.alive():
+                # A sender that died says nothing of what it had acked: wait until quiet.
+                expected = outcome.sender.get("ok", 0) if summary else sys.maxsize
+                grace = _wait_for_stragglers(
+                    client, base_url, expected, opts, lambda: interrupts.count
+                )
+                if not summary:
+                    grace["expected"] = None  # unknown: the sender died before saying
             stopped_early = interrupts.count or outcome.sender.get("interrupted")
             outcome.status = "interrupted" if stopped_early else "completed"
         finally:
@@ -225,15 +325,15 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                     "sample_errors": lag.errors,
                 }
             if receiver is not None:
-                if not receiver.alive():
-                    # Every delivery after its death would count as lost: the run cannot stand.
-                    outcome.status = "failed"
-                    echo(
-                        f"receiver died during the run (exit {receiver.proc.returncode}):\n"
-                        f"{receiver.tail()}"
-                    )
-                receiver.stop()
+                died = not receiver.alive()
+                code = receiver.stop()
                 outcome.receiver = receiver.final_report()
+                # Every delivery after its death, or left unwritten, would count as lost.
+                if failure := receiver_failure(died, code, outcome.receiver):
+                    outcome.instrument_failures.append(failure)
+                    echo(f"instrument failed: {failure}:\n{receiver.tail()}")
+            if outcome.instrument_failures:
+                outcome.status = "failed"
             sampler.stop()
             client.close()
             _write_run_json(
@@ -280,33 +380,56 @@ def _sender_argv(opts: RunOptions, sut_dir: SutDir, target: str) -> list[str]:
     ]
 
 
+@dataclass
+class _Watch:
+    """What the runner watches while the sender runs."""
+
+    sender: Child
+    receiver: Child
+    sut: Sut
+    on_start: Callable[[int], None]  # the sender announced its schedule start (epoch ns)
+    receiver_lost: bool = False
+
+
 def _follow_sender(
-    sender: Child,
+    watch: _Watch,
     opts: RunOptions,
     client: httpx.Client,
     base_url: str,
     echo: Callable[[str], None],
     live: bool,
-    sut: Sut,
-) -> dict:
+) -> tuple[dict | None, str | None]:
+    """The sender's final summary (None if it ended without one) and, if it had to be stopped
+    for going silent, why."""
+    sender, sut = watch.sender, watch.sut
     steps_total = len(opts.pace.steps)
     reported_dead: set[str] = set()
     pending_live = False
     progress_count = 0
     while True:
+        silence_s = opts.request_timeout_s + opts.drain_timeout_s + 60
         try:
-            doc = sender.next_line(timeout_s=opts.request_timeout_s + opts.drain_timeout_s + 60)
+            doc = sender.next_line(timeout_s=silence_s)
         except queue.Empty:
-            raise EvbenchError("sender went silent; see its log: " + str(sender.log_path)) from None
+            sender.stop()
+            return None, f"sender went silent for {silence_s:g} s and was stopped"
         if doc is None:
-            raise EvbenchError(f"sender exited without finishing:\n{sender.tail()}")
+            return None, None
         kind = doc.get("event")
+        if not watch.receiver_lost and not watch.receiver.alive():
+            # Every later delivery would be lost to a dead receiver: the run cannot stand, so
+            # stop the sender as Ctrl-C does (records kept) instead of sending the whole pace.
+            watch.receiver_lost = True
+            echo("receiver died: stopping the sender (the run has failed)")
+            sender.signal(signal.SIGINT)
         if newly_dead := set(sut.dead()) - reported_dead:
             # A SUT process dying is a result, not an instrument failure: the run goes on and
             # what it drops shows as lost events.
             reported_dead |= newly_dead
             echo(f"{sut.name}: {', '.join(sorted(newly_dead))} exited during the run; going on")
-        if kind == "progress":
+        if kind == "start":
+            watch.on_start(int(doc["start_ns"]))
+        elif kind == "progress":
             progress_count += 1
             if not live and progress_count % _LOG_PROGRESS_EVERY:
                 continue
@@ -329,7 +452,7 @@ def _follow_sender(
         elif kind in ("warning", "output"):
             echo(f"sender: {doc.get('message') or doc.get('text')}")
         elif kind == "done":
-            return doc
+            return doc, None
 
 
 def _wait_for_stragglers(
@@ -373,16 +496,20 @@ def _write_run_json(
     outcome: RunOutcome,
     grace: dict,
     sampler: ProcessSampler,
+    status: str | None = None,
 ) -> None:
+    """run.json; `status` "running" marks the copy written at the schedule start."""
     sender = outcome.sender
+    status = status or outcome.status
     doc = {
         "version": RUN_JSON_VERSION,
         "run_id": run_id,
         "sut": opts.sut,
         "sut_settings": outcome.sut,
         "decoy_every": opts.decoy_every,
-        "status": outcome.status,
-        "interrupted": outcome.status == "interrupted",
+        "status": status,
+        "interrupted": status == "interrupted",
+        "instrument_failures": outcome.instrument_failures,
         "pace": {
             "name": opts.pace.name,
             "spec": opts.pace.spec,
@@ -391,7 +518,7 @@ def _write_run_json(
             "events": opts.pace.events,
         },
         "schedule": {
-            "start_ns": sender.get("start_ns"),
+            "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
             "step_gap_s": opts.step_gap_s,
             "warmup": opts.warmup if has_warmup else None,
         },
@@ -437,6 +564,8 @@ def _echo_summary(outcome: RunOutcome, echo: Callable[[str], None]) -> None:
         f"send failures {sender.get('failures', 0)}, received {received}, "
         f"acked but not received {max(0, ok - received)}; records in {outcome.sut_dir.root}"
     )
+    for failure in outcome.instrument_failures:
+        echo(f"instrument failed: {failure}")
     if outcome.status == "interrupted":
         echo(
             f"interrupted run kept {sender.get('rows_written', 0)} sent and "

@@ -96,8 +96,11 @@ def test_truncated_file_is_named(spark, tmp_path):
 def test_run_directory_lists_its_suts_and_rejects_others(tmp_path):
     sut, _ = craft(tmp_path)
     assert sut_dirs(sut.parent) == [sut] and sut_dirs(sut) == [sut]
-    with pytest.raises(EvbenchError, match="neither"):
+    with pytest.raises(EvbenchError, match="no such directory"):
         sut_dirs(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EvbenchError, match="neither"):
+        sut_dirs(tmp_path / "empty")
 
 
 def test_export_knative_two_column_files(spark, tmp_path):

@@ -5,14 +5,18 @@ import pytest
 from analysis.verdicts import (
     BREAKS,
     HOLDS,
+    INSTRUMENT_FAILED,
     INSUFFICIENT,
     SENDER_LIMITED,
+    InstrumentEvidence,
     StepFigures,
     Thresholds,
     Verdict,
     breaking_point,
+    instrument_failures,
     judge,
     slope_rise_ms,
+    under_instrument_failure,
     verdict_text,
 )
 from evbench.errors import EvbenchError
@@ -152,3 +156,97 @@ def test_thresholds_file_overrides_only_what_it_names():
 )
 def test_verdict_text(point, sustainable, text):
     assert verdict_text(point, sustainable).startswith(text)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_thresholds_must_be_finite(value):
+    # json.loads takes these; a NaN threshold judged 500 of 500 lost as "held".
+    with pytest.raises(EvbenchError, match=r"--thresholds t.json: max_lost_ratio must be a finite"):
+        Thresholds.from_json(f'{{"max_lost_ratio": {value}}}', "--thresholds t.json")
+
+
+def evidence(**over):
+    base = dict(
+        run_status="completed",
+        recorded_failures=(),
+        sent_files=3,
+        received_files=3,
+        sender_reported_sent=1000,
+        receiver_reported_received=1000,
+        acked=1000,
+        acked_decoys=0,
+        deliveries=1000,
+    )
+    base.update(over)
+    return InstrumentEvidence(**base)
+
+
+INSTRUMENTS = [
+    ("healthy run", evidence(), []),
+    ("interrupted is not a failure", evidence(run_status="interrupted"), []),
+    (
+        "the runner's own finding",
+        evidence(run_status="failed", recorded_failures=("receiver died during the run",)),
+        ["receiver died during the run"],
+    ),
+    ("failed without a reason (older run.json)", evidence(run_status="failed"), ["run failed"]),
+    ("the runner itself died", evidence(run_status="running"), ["never finished"]),
+    ("no sent/", evidence(sent_files=0), ["no sent records in sent/ although the sender rep"]),
+    (
+        "no sent/ and no sender summary",
+        evidence(sent_files=0, sender_reported_sent=None),
+        ["no sent"],
+    ),
+    (
+        "no received/ although the receiver counted",
+        evidence(received_files=0, deliveries=0),
+        ["no received records in received/ although the receiver counted 1000"],
+    ),
+    (
+        "nothing received although acked, nothing connected",
+        evidence(received_files=0, deliveries=0, receiver_reported_received=0),
+        ["nothing received although 1000 events were acked"],
+    ),
+    (
+        "direct: the receiver acked what it did not record",
+        evidence(deliveries=0, receiver_reported_received=0, direct=True, receiver_connections=4),
+        ["nothing received although 1000 events were acked"],
+    ),
+    # A system that broke, not an instrument: its steps say "breaks".
+    (
+        "the system's dispatcher died",
+        evidence(deliveries=0, receiver_reported_received=0, sut_processes_died=True),
+        [],
+    ),
+    (
+        "the system connected and delivered nothing usable",
+        evidence(deliveries=0, receiver_reported_received=0, receiver_connections=3),
+        [],
+    ),
+    (
+        "a system that refused everything",
+        evidence(acked=0, received_files=0, deliveries=0, receiver_reported_received=0),
+        [],
+    ),
+    ("every acked event a filtered decoy", evidence(acked_decoys=1000, deliveries=0), []),
+    ("foreign deliveries are deliveries", evidence(deliveries=5), []),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "found", "expected"), INSTRUMENTS, ids=[case[0] for case in INSTRUMENTS]
+)
+def test_instrument_failures(name, found, expected):
+    failures = instrument_failures(found)
+    assert len(failures) == len(expected)
+    for failure, part in zip(failures, expected, strict=True):
+        assert part in failure
+
+
+def test_an_instrument_failure_turns_breaks_into_instrument_failed_and_names_no_break():
+    judged = steps((1000, H), (1500, B), (2000, S))
+    assert under_instrument_failure(judged, ()) == judged
+    after = under_instrument_failure(judged, ("receiver died",))
+    assert [v.verdict for v in after] == [HOLDS, INSTRUMENT_FAILED, SENDER_LIMITED]
+    assert breaking_point(after)[0] is None
+    assert verdict_text(1500, 1000, ("receiver died", "x")) == "instrument failed: receiver died; x"

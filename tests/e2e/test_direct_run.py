@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from evbench.parquet import part_files, read_parts
+from evbench.procs import die_with_parent
 from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
@@ -25,6 +26,7 @@ def _evbench(*args: str, **kwargs) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=die_with_parent,  # an interrupted pytest must not leave runs behind
         **kwargs,
     )
 
@@ -147,9 +149,15 @@ def test_existing_run_is_never_overwritten(tmp_path):
     assert proc.returncode == 2 and "already exists" in err
 
 
-def test_receiver_killed_mid_run_fails_the_run_and_keeps_its_records(tmp_path):
+def _child(proc: subprocess.Popen, module: str):
     import psutil
 
+    return next(
+        c for c in psutil.Process(proc.pid).children() if f"-m {module}" in " ".join(c.cmdline())
+    )
+
+
+def test_receiver_killed_mid_run_is_an_instrument_failure_not_a_break(tmp_path):
     proc = _evbench(
         "run",
         "--sut",
@@ -167,23 +175,77 @@ def test_receiver_killed_mid_run_fails_the_run_and_keeps_its_records(tmp_path):
     )
     sut_dir = tmp_path / "kill-200x30" / "direct"
     wait_until(lambda: len(part_files(sut_dir / "received")) >= 2, 60, "received records on disk")
-    receiver = next(
-        c for c in psutil.Process(proc.pid).children() if "receivers" in " ".join(c.cmdline())
-    )
-    receiver.kill()  # by pid
-    # the sender keeps its pace against the dead port; stop it early rather than wait 30 s
-    wait_until(
-        lambda: not receiver.is_running() or receiver.status() == psutil.STATUS_ZOMBIE,
-        10,
-        "the receiver to die",
-    )
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _child(proc, "receivers").kill()  # by pid
+    # The runner stops the sender by itself: every later event would be lost to a dead receiver.
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
-    assert "receiver died" in err
+    assert "instrument failed: receiver died during the run (killed by SIGKILL)" in err
     run = json.loads((sut_dir / "run.json").read_text())
     assert run["status"] == "failed"
+    assert run["instrument_failures"] == ["receiver died during the run (killed by SIGKILL)"]
+    assert run["sender"]["summary"]["interrupted"]  # stopped early, not after 30 s
     received = read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
     sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
     assert len(received) >= 200  # at least the parts seen on disk before the kill
     assert {r["event_id"] for r in received} <= {r["event_id"] for r in sent}
+    # Analysed, and the verdict is the instrument's, never a breaking point of the SUT.
+    summary = json.loads((sut_dir / "analysis" / "summary.json").read_text())
+    assert summary["verdict"].startswith("instrument failed: receiver died")
+    assert summary["breaking_point_per_s"] is None
+    assert "direct: instrument failed: receiver died" in err
+    assert "breaks at" not in err
+    assert "Instrument failed" in (sut_dir / "analysis" / "report.html").read_text()
+    assert "Instrument failed" in (sut_dir.parent / "index.html").read_text()
+
+
+def test_sender_killed_mid_run_is_analysed_up_to_where_its_records_end(tmp_path):
+    proc = _evbench(
+        "run",
+        "--sut",
+        "direct",
+        "--pace",
+        "200:30",
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "ks",
+        "--grace",
+        "0.5",
+        "--no-analyze",
+    )
+    sut_dir = tmp_path / "ks-200x30" / "direct"
+    wait_until(lambda: len(part_files(sut_dir / "sent")) >= 2, 60, "sent records on disk")
+    # run.json holds the schedule start from before the first slot, not only at the end
+    early = json.loads((sut_dir / "run.json").read_text())
+    assert early["status"] == "running" and early["schedule"]["start_ns"]
+    _child(proc, "loadgen").kill()  # by pid
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "instrument failed: sender ended without finishing (killed by SIGKILL)" in err
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert run["status"] == "failed"
+    assert run["schedule"]["start_ns"] == early["schedule"]["start_ns"]
+
+    analysis = subprocess.run(
+        [sys.executable, "-m", "evbench", "analyze", str(sut_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert analysis.returncode == 1, analysis.stderr  # an instrument failed
+    assert "never started" not in analysis.stderr
+    assert "direct: instrument failed: sender ended without finishing" in analysis.stderr
+    summary = json.loads((sut_dir / "analysis" / "summary.json").read_text())
+    assert summary["breaking_point_per_s"] is None
+    # the figures are those of the records on disk, up to where they end
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
+    received = {
+        r["event_id"] for r in read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
+    }
+    sent_ids = {r["event_id"] for r in sent}
+    assert 200 <= len(sent) < 6000
+    assert summary["counts"]["scheduled"] == len(sent)
+    assert summary["counts"]["received"] == len(received & sent_ids)
+    # deliveries of events whose sent rows died unflushed with the sender
+    assert summary["counts"]["foreign"] == len(received - sent_ids)
+    assert "Instrument failed" in (sut_dir / "analysis" / "report.html").read_text()

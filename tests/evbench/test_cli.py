@@ -1,7 +1,10 @@
 """The evbench command as a user meets it."""
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +87,133 @@ def test_unknown_sut_is_named(text):
 
     with pytest.raises(argparse.ArgumentTypeError, match="unknown system"):
         sut_list(text)
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "expected"),
+    [
+        ("port", "0", 0),
+        ("port", "65535", 65535),
+        ("port", "70000", "not a port: use 0..65535"),
+        ("port", "-1", "not a port"),
+        ("port", "80x", "not a whole number"),
+        ("cap", "1", 1),
+        ("cap", "0", "at least 1"),
+        ("cap", "-5", "at least 1"),
+        ("count", "0", 0),
+        ("count", "-1", "must not be negative"),
+        ("seconds", "0.5", 0.5),
+        ("seconds", "0", "above 0"),
+        ("seconds", "nan", "finite"),
+        ("seconds", "inf", "finite"),
+        ("seconds", "soon", "not a number of seconds"),
+    ],
+)
+def test_ranged_argument_types(kind, text, expected):
+    import argparse
+
+    from evbench.argtypes import at_least_one, non_negative, port_number, positive_seconds
+
+    parse = {
+        "port": port_number,
+        "cap": at_least_one,
+        "count": non_negative,
+        "seconds": positive_seconds,
+    }[kind]
+    if not isinstance(expected, str):
+        assert parse(text) == expected
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match=expected):
+            parse(text)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--receiver-port", "70000"], "--receiver-port: 70000 is not a port"),
+        (["run", "--max-inflight", "0"], "--max-inflight: 0 is too small"),
+        (["run", "--queue-limit", "0"], "--queue-limit: 0 is too small"),
+        (["run", "--dispatcher-concurrency", "0"], "--dispatcher-concurrency: 0 is too small"),
+        (
+            ["send", "--target", "http://127.0.0.1:9/", "--pace", "1:1", "--max-inflight", "0"],
+            "--max-inflight: 0 is too small",
+        ),
+        (
+            ["send", "--target", "http://127.0.0.1:9/", "--pace", "1:1", "--workers", "0"],
+            "--workers: 0 is too small",
+        ),
+    ],
+)
+def test_out_of_range_ports_and_caps_are_refused_naming_the_flag(tmp_path, args, message):
+    where = (
+        ["--out", str(tmp_path / "sent")] if args[0] == "send" else ["--runs-dir", str(tmp_path)]
+    )
+    result = _evbench(*args, *where)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert not any(tmp_path.iterdir())  # refused before anything was made
+
+
+def _analyze_without_java(*args: str) -> subprocess.CompletedProcess:
+    """`evbench analyze` where starting Spark would fail: an input error must come first."""
+    env = {**os.environ, "JAVA_HOME": "/nonexistent-java"}
+    return subprocess.run(
+        [sys.executable, "-m", "evbench", "analyze", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+def _sut_without_start(root: Path) -> Path:
+    sut = root / "run-1-p" / "direct"
+    sut.mkdir(parents=True)
+    (sut / "run.json").write_text(json.dumps({"run_id": "run-1", "sut": "direct"}))
+    return sut
+
+
+def _sut_with_truncated_part(root: Path) -> Path:
+    from tests.analysis.crafted import craft
+
+    sut, _ = craft(root)
+    victim = sorted((sut / "sent").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    return victim
+
+
+def _sut_with_broken_run_json(root: Path) -> Path:
+    sut = root / "run-1-p" / "direct"
+    sut.mkdir(parents=True)
+    (sut / "run.json").write_text("{not json")
+    return sut
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root / "no-such-run", "no such directory"),
+        (_sut_without_start, "the sender never started"),
+        (_sut_with_truncated_part, "unreadable Parquet file"),
+        (_sut_with_broken_run_json, "cannot read run.json"),
+    ],
+    ids=["missing directory", "never started", "truncated part file", "broken run.json"],
+)
+def test_analyze_checks_its_inputs_before_starting_spark(tmp_path, make, message):
+    named = make(tmp_path)
+    target = named if named.is_dir() or not named.exists() else named.parent.parent
+    result = _analyze_without_java(str(target))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and named.name in result.stderr
+    assert "Java" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])
+def test_analyze_refuses_non_finite_thresholds_naming_the_flag(tmp_path, value):
+    thresholds = tmp_path / "t.json"
+    thresholds.write_text(f'{{"max_lost_ratio": {value}}}')
+    result = _analyze_without_java(
+        str(_sut_without_start(tmp_path)), "--thresholds", str(thresholds)
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"--thresholds {thresholds}: max_lost_ratio must be a finite" in result.stderr

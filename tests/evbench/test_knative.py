@@ -1,6 +1,8 @@
 """Importing 2019 Knative results: parsers on hand-written files, then a real import."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -114,3 +116,39 @@ def test_import_processed_dir_writes_a_run(tmp_path):
 def test_missing_files_are_named(tmp_path):
     with pytest.raises(EvbenchError, match=r"points-publish-latency\.csv"):
         parse_processed_dir(tmp_path)
+
+
+def _files(root):
+    return sorted(p.relative_to(root) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("run_id", "sut", "kind"),
+    [
+        ("run-2", "../../x", "SUT name"),
+        ("run-2", "{outside}", "SUT name"),  # an absolute path, under tmp_path but not runs/
+        ("r" * 300, "channel-imc", "run id"),  # used to end in OSError: File name too long
+    ],
+)
+def test_import_refuses_names_that_leave_runs_dir(tmp_path, run_id, sut, kind):
+    source, *_ = _processed_dir(tmp_path)
+    sut = sut.format(outside=tmp_path / "outside")
+    before = _files(tmp_path)
+    with pytest.raises(EvbenchError, match=f"^{kind} .* is not allowed: use 1 to 100 characters"):
+        import_knative(source, tmp_path / "runs", run_id, sut, [100, 200])
+    assert _files(tmp_path) == before  # nothing written, inside runs/ or out of it
+
+
+def test_import_cli_says_what_is_wrong_with_a_long_run_id(tmp_path):
+    source, *_ = _processed_dir(tmp_path)
+    runs = tmp_path / "runs"
+    args = ["import-knative", str(source), "--sut", "x", "--run-id", "r" * 300]
+    result = subprocess.run(
+        [sys.executable, "-m", "evbench", *args, "--runs-dir", str(runs), "--no-analyze"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "run id 'rrrr" in result.stderr
+    assert "(300 characters)" in result.stderr and not runs.exists()

@@ -3,7 +3,7 @@ import pytest
 from evbench.errors import EvbenchError
 from evbench.layout import new_sut_dir, next_run_id
 from evbench.progress import progress_line, step_line
-from evbench.runner import grace_verdict
+from evbench.runner import grace_verdict, receiver_failure, receiver_limits, sender_failure
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,50 @@ def test_lines_show_target_achieved_lag_failures_received():
     }
     assert "warmup" in progress_line(progress, 12, None)
     assert "received ?" in progress_line(progress, 12, None)
+
+
+STATS = {"received": 10, "rows_written": 10}
+
+
+@pytest.mark.parametrize(
+    ("died", "code", "stats", "expected"),
+    [
+        (False, 0, STATS, None),  # stopped by SIGTERM, flushed, reported: healthy
+        (True, -9, {}, "receiver died during the run (killed by SIGKILL)"),
+        (False, 1, STATS, "receiver failed at stop (exit 1)"),  # e.g. could not write records
+        (False, -9, {}, "receiver failed at stop (killed by SIGKILL)"),  # ignored SIGTERM
+        (False, 0, {}, "receiver ended without its final report"),
+        # Its own limits turned deliveries away: those events are not the system's losses.
+        (
+            False,
+            0,
+            {**STATS, "refused": {"413": 3, "501": 1}},
+            "receiver turned deliveries away by its own limits or faults: 3 answered 413",
+        ),
+        (False, 0, {**STATS, "refused": {"501": 2}, "malformed": 5}, None),  # not events
+        (False, 0, {**STATS, "quarantined": 1}, "receiver turned deliveries away"),
+        (False, 0, {**STATS, "internal_errors": 2}, "receiver turned deliveries away"),
+    ],
+)
+def test_receiver_failure(died, code, stats, expected):
+    found = receiver_failure(died, code, stats)
+    assert found == expected if expected is None else found.startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("code", "finished", "expected"),
+    [
+        (0, True, None),
+        (130, True, None),  # interrupted: stopped scheduling and flushed, as asked
+        (-9, False, "sender ended without finishing (killed by SIGKILL)"),
+        (1, False, "sender ended without finishing (exit 1)"),
+        (2, True, "sender failed (exit 2)"),
+    ],
+)
+def test_sender_failure(code, finished, expected):
+    assert sender_failure(code, finished) == expected
+
+
+@pytest.mark.parametrize(("payload_bytes", "body_limit"), [(8192, 2**20), (2_000_000, 4_000_000)])
+def test_the_receiver_takes_the_runs_own_events(payload_bytes, body_limit):
+    assert receiver_limits(payload_bytes).max_body_bytes == body_limit
