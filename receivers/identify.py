@@ -83,9 +83,11 @@ def payload_event_id(body: bytes) -> str | None:
     None when the payload carries no id; InvalidId when it carries one that cannot be recorded.
     """
     if body.startswith(PAYLOAD_ID_PREFIX):
-        end = body.find(b'"', len(PAYLOAD_ID_PREFIX))
-        if end > len(PAYLOAD_ID_PREFIX) and b"\\" not in body[len(PAYLOAD_ID_PREFIX) : end]:
-            return decoded("payload evbenchid", body[len(PAYLOAD_ID_PREFIX) : end])
+        start = len(PAYLOAD_ID_PREFIX)
+        end = body.find(b'"', start, start + 4 * MAX_ID_CHARS)
+        raw = body[start:end]
+        if end > start and b"\\" not in raw:  # an escape is left to the JSON parser
+            return decoded("payload evbenchid", raw)
     if body[:1] == b"{":
         try:
             doc = json.loads(body)
@@ -103,10 +105,49 @@ def identify(headers: EventHeaders, body: bytes) -> Identity:
     before ce-id because intermediaries such as a KafkaSource replace ce-id with their own
     (partition/offset) while the payload still carries ours.
     """
-    ctype = headers.h_content_type or b""
-    if ctype.split(b";", 1)[0].strip().lower() == STRUCTURED:
+    ctype = headers.h_content_type
+    if ctype is not None and _is_structured(ctype):
         return _structured(body)
-    missing = [
+    ce_id, ce_type, ce_source = headers.h_ce_id, headers.h_ce_type, headers.h_ce_source
+    if not (headers.h_ce_specversion and ce_id and ce_type and ce_source):
+        raise Malformed(f"binary-mode CloudEvent lacks {', '.join(_missing(headers))}")
+    evbenchid = headers.h_evbenchid
+    # The common case in one go, on the receiver's hot path: strict decodes and the length
+    # rules; anything off is sorted out (and named) by `decoded`.
+    try:
+        event_id = evbenchid.decode() if evbenchid else ""
+        ce_id_text, ce_type_text, ce_source_text = (
+            ce_id.decode(),
+            ce_type.decode(),
+            ce_source.decode(),
+        )
+    except UnicodeDecodeError:
+        return _decoded_one_by_one(headers, body)
+    if (
+        len(event_id) > MAX_ID_CHARS
+        or len(ce_id_text) > MAX_ID_CHARS
+        or len(ce_type_text) > MAX_ATTRIBUTE_CHARS
+        or len(ce_source_text) > MAX_ATTRIBUTE_CHARS
+    ):
+        return _decoded_one_by_one(headers, body)
+    if not event_id:
+        event_id = payload_event_id(body) or ce_id_text
+    return Identity(event_id, ce_id_text, ce_type_text, ce_source_text)
+
+
+def _is_structured(content_type: bytes) -> bool:
+    """`application/cloudevents+json`, any case, with or without parameters (the parser has
+    already stripped surrounding blanks)."""
+    end = len(STRUCTURED)
+    return content_type[:end].lower() == STRUCTURED and content_type[end : end + 1] in (
+        b"",
+        b";",
+        b" ",
+    )
+
+
+def _missing(headers: EventHeaders) -> list[str]:
+    return [
         name
         for name, value in (
             ("ce-specversion", headers.h_ce_specversion),
@@ -116,9 +157,11 @@ def identify(headers: EventHeaders, body: bytes) -> Identity:
         )
         if not value
     ]
-    if missing:
-        raise Malformed(f"binary-mode CloudEvent lacks {', '.join(missing)}")
-    assert headers.h_ce_id and headers.h_ce_type and headers.h_ce_source  # checked above
+
+
+def _decoded_one_by_one(headers: EventHeaders, body: bytes) -> Identity:
+    """The slow path: each value decoded and checked on its own, so the error names it."""
+    assert headers.h_ce_id and headers.h_ce_type and headers.h_ce_source
     ce_id = decoded("ce-id", headers.h_ce_id)
     if headers.h_evbenchid:
         event_id = decoded("ce-evbenchid", headers.h_evbenchid)

@@ -167,7 +167,7 @@ class _Connection(asyncio.Protocol):
         # The one clock read that matters: before the parser sees a byte.
         self.chunk_ns = time.time_ns()
         self.chunk_mono = time.monotonic()
-        if self.closing or self.parser is None:
+        if self.closing:  # (no data comes after connection_lost, which drops the parser)
             return
         if self.reading_headers and self._headers_too_long(data):
             self._refuse(
@@ -229,10 +229,15 @@ class _Connection(asyncio.Protocol):
         if self.parser.should_upgrade():
             self.upgrade = True  # answered 501 when the parser stops at the upgrade
             return
-        if self.h_content_length is not None:
-            length = int(self.h_content_length)  # the parser has checked it is a number
-            if length > self.limits.max_body_bytes:
-                raise Refuse("413 Content Too Large", self._body_limit())
+        length = self.h_content_length
+        # Fewer digits than the limit has is under it: no int() on the hot path. (The parser
+        # has checked it is a number.)
+        if (
+            length is not None
+            and len(length) >= self.receiver.body_limit_digits
+            and int(length) > self.limits.max_body_bytes
+        ):
+            raise Refuse("413 Content Too Large", self._body_limit())
         if self.h_expect is not None:
             if self.h_expect.lower() != b"100-continue":
                 raise Refuse("417 Expectation Failed", "only Expect: 100-continue is understood")
@@ -256,10 +261,10 @@ class _Connection(asyncio.Protocol):
         if self.transport is None or self.upgrade or self.closing:
             return
         assert self.parser is not None
-        try:
-            self._answer(self.parser.get_method())
-        finally:
-            self._release_body()
+        self._answer(self.parser.get_method())  # on an exception, _internal_error releases
+        self.receiver.buffered_bytes -= self.body_bytes
+        self.body_bytes = 0
+        self.body_parts = []  # an idle connection holds no body
 
     def _answer(self, method: bytes) -> None:
         receiver = self.receiver
@@ -370,6 +375,7 @@ class Receiver:
         self.stats = ReceiverStats()
         self.connections: set[_Connection] = set()
         self.buffered_bytes = 0
+        self.body_limit_digits = len(str(self.limits.max_body_bytes))
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Future[object] | None = None
