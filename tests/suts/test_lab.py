@@ -127,7 +127,14 @@ def test_killed_dispatcher_shows_as_lost_events_not_a_crash(broken_runs):
     counts = summary["counts"]
     assert counts["send_failures"] == 0  # the ingress kept accepting into the topic
     assert counts["lost"] > 0 and counts["received"] + counts["lost"] == counts["acked"]
-    assert summary["steps"][0]["verdict"] == "breaks"
+    # The system broke, and that is never an instrument failure nor a hold. Only the
+    # sender-health gate may overrule it, when this busy machine stalled the sender itself
+    # (a fresh-clone make test saw one 74 ms stall: lag p99 14 ms over the 10 ms gate).
+    step = summary["steps"][0]
+    assert summary["instrument_failures"] == []
+    assert step["verdict"] == "breaks" or (
+        step["verdict"] == "sender-limited" and any("sender lag" in r for r in step["reasons"])
+    )
 
 
 def _free_port() -> int:
