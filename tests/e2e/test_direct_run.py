@@ -157,23 +157,17 @@ def _child(proc: subprocess.Popen, module: str):
     )
 
 
-def test_receiver_killed_mid_run_is_an_instrument_failure_not_a_break(tmp_path):
+def _long_direct_run(tmp_path: Path, run_id: str, *extra: str) -> tuple[subprocess.Popen, Path]:
+    """A 30 s direct run to kill an instrument in; the process and its SUT directory."""
     proc = _evbench(
-        "run",
-        "--sut",
-        "direct",
-        "--pace",
-        "200:30",
-        "--runs-dir",
-        str(tmp_path),
-        "--run-id",
-        "kill",
-        "--drain-timeout",
-        "1",
-        "--grace",
-        "0.5",
-    )
-    sut_dir = tmp_path / "kill-200x30" / "direct"
+        "run", "--sut", "direct", "--pace", "200:30", "--runs-dir", str(tmp_path),
+        "--run-id", run_id, "--grace", "0.5", *extra,
+    )  # fmt: skip
+    return proc, tmp_path / f"{run_id}-200x30" / "direct"
+
+
+def test_receiver_killed_mid_run_is_an_instrument_failure_not_a_break(tmp_path):
+    proc, sut_dir = _long_direct_run(tmp_path, "kill", "--drain-timeout", "1")
     wait_until(lambda: len(part_files(sut_dir / "received")) >= 2, 60, "received records on disk")
     _child(proc, "receivers").kill()  # by pid
     # The runner stops the sender by itself: every later event would be lost to a dead receiver.
@@ -199,21 +193,7 @@ def test_receiver_killed_mid_run_is_an_instrument_failure_not_a_break(tmp_path):
 
 
 def test_sender_killed_mid_run_is_analysed_up_to_where_its_records_end(tmp_path):
-    proc = _evbench(
-        "run",
-        "--sut",
-        "direct",
-        "--pace",
-        "200:30",
-        "--runs-dir",
-        str(tmp_path),
-        "--run-id",
-        "ks",
-        "--grace",
-        "0.5",
-        "--no-analyze",
-    )
-    sut_dir = tmp_path / "ks-200x30" / "direct"
+    proc, sut_dir = _long_direct_run(tmp_path, "ks", "--no-analyze")
     wait_until(lambda: len(part_files(sut_dir / "sent")) >= 2, 60, "sent records on disk")
     # run.json holds the schedule start from before the first slot, not only at the end
     early = json.loads((sut_dir / "run.json").read_text())
