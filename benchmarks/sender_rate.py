@@ -235,7 +235,9 @@ def main() -> int:
                     if args.kafka:
                         runs.append(run_kafka_rate(workdir, args, rate, tag))
                     else:
-                        runs.append(run_rate(workdir, url, rate, args.seconds, args.payload_bytes, tag))
+                        runs.append(
+                            run_rate(workdir, url, rate, args.seconds, args.payload_bytes, tag)
+                        )
                 row = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
                 holds = row["achieved"] >= 0.99 * rate and row["lag_p99_ms"] <= LAG_BAR_MS
                 holds = holds and row["ok"] == rate * args.seconds
