@@ -443,9 +443,7 @@ class Engine:
             # never written (seen once in 17 fresh-clone suites: an interrupted run lost 200
             # records). run() settles the write instead (_settle_write).
             await asyncio.shield(write)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # a cancel (not an Exception) leaves the write to run()
             self._write_failed(columns, exc)
         self._writing = None
 

@@ -125,7 +125,6 @@ class KafkaTransport:
         ]
         complete = self._complete
         assert complete is not None
-        transport = self
 
         def delivered(err, msg) -> None:  # inside poll(), on the loop's thread
             ack_ns = time.time_ns()
@@ -133,7 +132,7 @@ class KafkaTransport:
                 complete(request, KAFKA_ACK_STATUS, None, ack_ns)
             else:
                 complete(request, 0, f"Kafka {err.name()}: {err.str()}"[:500], ack_ns)
-            if ack_ns > transport._poll_deadline_ns:
+            if ack_ns > self._poll_deadline_ns:
                 raise _PollBudgetSpent  # this report is recorded; the rest wait for the next poll
 
         try:
