@@ -61,10 +61,10 @@ from analysis.verdicts import (
     under_instrument_failure,
     verdict_text,
 )
-from evbench.errors import EvbenchError
-from evbench.formulas import achieved_rate_per_s
-from evbench.parquet import check_parts, part_files
-from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.errors import EvbenchError
+from evbench.shared.formulas import achieved_rate_per_s
+from evbench.shared.parquet import check_parts, part_files
+from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
 # Points in the latency-points view per SUT; above it, time buckets keep each bucket's maxima.
 POINTS_MAX = 100_000

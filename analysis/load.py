@@ -11,8 +11,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.schemas import spark_schema
-from evbench.parquet import check_parts
-from evbench.records import Field
+from evbench.shared.parquet import check_parts
+from evbench.shared.records import Field
 
 
 def load_records(

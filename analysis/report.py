@@ -28,7 +28,7 @@ from analysis.figures import (
     six_series,
 )
 from analysis.verdicts import verdict_text
-from evbench.errors import EvbenchError
+from evbench.shared.errors import EvbenchError
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import types as T
 
-from evbench.records import Field
+from evbench.shared.records import Field
 
 _SPARK_TYPES = {
     "string": T.StringType(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from evbench.records import INFLIGHT_CAP_ERROR
+from evbench.shared.records import INFLIGHT_CAP_ERROR
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

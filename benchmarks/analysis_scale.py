@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.digests import digest_of
 from analysis.export import running_quantiles
 from benchmarks.common import machine_line
-from evbench.parquet import arrow_schema
-from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.parquet import arrow_schema
+from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
 STEPS_1K_2K = [
     (1000, 30),

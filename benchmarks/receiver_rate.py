@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
 from evbench.instruments import start_receiver
-from evbench.parquet import read_parts
-from evbench.records import RECEIVED_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 
 _RESPONSE_BYTES = len(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")

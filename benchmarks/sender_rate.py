@@ -40,11 +40,11 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from evbench.formulas import achieved_rate_per_s
 from evbench.instruments import start_receiver
-from evbench.parquet import read_parts
-from evbench.procs import Child
-from evbench.records import SENT_FIELDS
+from evbench.shared.formulas import achieved_rate_per_s
+from evbench.shared.parquet import read_parts
+from evbench.shared.procs import Child
+from evbench.shared.records import SENT_FIELDS
 from suts.tansu import Tansu, create_topic
 
 # The bar a rate must clear to count as held: DESIGN §5's target for one sender process.

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from evbench.parquet import read_parts
-from evbench.procs import Child
-from evbench.records import INFLIGHT_CAP_ERROR, SENT_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.procs import Child
+from evbench.shared.records import INFLIGHT_CAP_ERROR, SENT_FIELDS
 from suts.faulty import BlackHole, SlowServer
 
 

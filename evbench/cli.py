@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from evbench.argtypes import at_least_one
-from evbench.errors import EvbenchError
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from evbench.layout import default_runs_dir, next_run_id
+from evbench.shared.argtypes import at_least_one
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import default_runs_dir, next_run_id
 from loadgen.pace import default_paces_dir, list_pace_files, parse_pace, resolve_pace
 
 _EPILOG = """\

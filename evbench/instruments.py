@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from evbench.errors import EvbenchError
-from evbench.procs import Child
+from evbench.shared.errors import EvbenchError
+from evbench.shared.procs import Child
 from receivers.limits import Limits, limit_argv
 
 

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evbench.errors import EvbenchError
-from evbench.layout import new_sut_dir, safe_component
-from evbench.parquet import PartWriter
-from evbench.records import RECEIVED_FIELDS, RUN_JSON_VERSION, SENT_FIELDS
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import new_sut_dir, safe_component
+from evbench.shared.parquet import PartWriter
+from evbench.shared.records import RECEIVED_FIELDS, RUN_JSON_VERSION, SENT_FIELDS
 
 MAKO_COLUMNS = ["inputValue", "errorMessage", "pl", "pe", "st", "dl", "de", "dt", "pet", "det"]
 STEP_GAP_MS = 1000.0  # 2019 paused ~2 s between steps; a longer silence starts a new step

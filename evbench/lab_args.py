@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from evbench.argtypes import at_least_one, non_negative, port_number
+from evbench.shared.argtypes import at_least_one, non_negative, port_number
 from suts.lab import DEFAULT_TRIGGER, LOCAL_SUTS, SUTS, LabSettings
 
 SUT_HELP = """\

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import httpx
 
-from evbench.errors import EvbenchError
 from evbench.instruments import start_receiver
-from evbench.layout import SutDir, new_sut_dir, next_run_id
-from evbench.procs import Child
 from evbench.progress import progress_line, step_line
-from evbench.records import RUN_JSON_VERSION
 from evbench.samples import ProcessSampler
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
+from evbench.shared.procs import Child
+from evbench.shared.records import RUN_JSON_VERSION
 from loadgen.pace import Pace, parse_warmup
 from receivers.limits import Limits
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psutil
 
-from evbench.parquet import PartWriter
-from evbench.records import PROCESS_SAMPLE_FIELDS
+from evbench.shared.parquet import PartWriter
+from evbench.shared.records import PROCESS_SAMPLE_FIELDS
 
 
 class ProcessSampler:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import uvloop
 
-from evbench.argtypes import at_least_one, non_negative
-from evbench.errors import EvbenchError
-from evbench.parquet import PartWriter
-from evbench.procs import raise_fd_limit
-from evbench.records import SENT_FIELDS
+from evbench.shared.argtypes import at_least_one, non_negative
+from evbench.shared.errors import EvbenchError
+from evbench.shared.parquet import PartWriter
+from evbench.shared.procs import raise_fd_limit
+from evbench.shared.records import SENT_FIELDS
 from loadgen.engine import Engine
 from loadgen.http import HttpTransport
 from loadgen.kafka import KafkaTransport

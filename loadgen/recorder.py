@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evbench.parquet import arrow_schema
-from evbench.records import SENT_FIELDS
+from evbench.shared.parquet import arrow_schema
+from evbench.shared.records import SENT_FIELDS
 from loadgen.schedule import PlannedStep
 
 # Stored instead of null for a time that does not exist (never sent, never answered): epoch
@@ -68,7 +68,7 @@ def _times(values: array) -> pa.Array:
 
 
 def to_batch(columns: SentColumns, plan: RowPlan) -> pa.RecordBatch:
-    """The buffer as a record batch in the contract's schema (evbench.records.SENT_FIELDS)."""
+    """The buffer as a record batch in the contract's schema (records.SENT_FIELDS)."""
     schema = arrow_schema(SENT_FIELDS)
     rows = len(columns)
     seq = np.frombuffer(columns.seq, dtype=np.int64)

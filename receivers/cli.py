@@ -15,10 +15,10 @@ from pathlib import Path
 
 import uvloop
 
-from evbench.argtypes import port_number
-from evbench.errors import EvbenchError
-from evbench.layout import safe_component
-from evbench.procs import raise_fd_limit
+from evbench.shared.argtypes import port_number
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import safe_component
+from evbench.shared.procs import raise_fd_limit
 from receivers.limits import Limits, add_limit_arguments, limits_from
 from receivers.server import Receiver
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import httptools
 
-from evbench.parquet import PartWriter, slices
-from evbench.records import EVENT_ID_HEADER, RECEIVED_FIELDS
+from evbench.shared.parquet import PartWriter, slices
+from evbench.shared.records import EVENT_ID_HEADER, RECEIVED_FIELDS
 from receivers.identify import InvalidId, Malformed, identify
 from receivers.limits import Limits
 

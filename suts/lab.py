@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 
-from evbench.errors import EvbenchError
-from evbench.procs import Child
-from evbench.records import EVENT_TYPE, WARMUP_EVENT_TYPE
+from evbench.shared.errors import EvbenchError
+from evbench.shared.procs import Child
+from evbench.shared.records import EVENT_TYPE, WARMUP_EVENT_TYPE
 from suts.tansu import Tansu, create_topic
 
 LOCAL_SUTS = (

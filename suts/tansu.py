@@ -15,8 +15,8 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from evbench.errors import EvbenchError
-from evbench.procs import die_with_parent
+from evbench.shared.errors import EvbenchError
+from evbench.shared.procs import die_with_parent
 
 
 def broker_binary() -> str:

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from analysis.spark import session
 from evbench.instruments import start_receiver
-from evbench.procs import Child
+from evbench.shared.procs import Child
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> object:

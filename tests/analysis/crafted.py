@@ -2,8 +2,8 @@
 
 import json
 
-from evbench.parquet import PartWriter
-from evbench.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.parquet import PartWriter
+from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 
 S, MS = 1_000_000_000, 1_000_000
 T0 = 1_750_000_000 * S

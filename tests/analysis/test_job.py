@@ -7,10 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
-from evbench.errors import EvbenchError, RecordFileError
 from evbench.knative import import_knative
-from evbench.parquet import read_parts
-from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.errors import EvbenchError, RecordFileError
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 from tests.analysis.crafted import T0, craft
 
 

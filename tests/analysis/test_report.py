@@ -15,9 +15,9 @@ from analysis.report import (
     write_index,
     write_report,
 )
-from evbench.errors import EvbenchError
-from evbench.parquet import PartWriter
-from evbench.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS
+from evbench.shared.errors import EvbenchError
+from evbench.shared.parquet import PartWriter
+from evbench.shared.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS
 from tests.analysis.crafted import T0, craft
 from tests.browser import console_errors, drawn, render
 

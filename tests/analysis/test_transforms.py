@@ -17,7 +17,7 @@ from analysis.transforms import (
     with_latencies,
     with_outcomes,
 )
-from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
 S = 1_000_000_000
 MS = 1_000_000

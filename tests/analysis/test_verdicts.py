@@ -19,7 +19,7 @@ from analysis.verdicts import (
     under_instrument_failure,
     verdict_text,
 )
-from evbench.errors import EvbenchError
+from evbench.shared.errors import EvbenchError
 
 T = Thresholds()
 

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evbench.parquet import part_files, read_parts
-from evbench.procs import die_with_parent
-from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.parquet import part_files, read_parts
+from evbench.shared.procs import die_with_parent
+from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
 from tests.browser import console_errors, drawn, render

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from evbench.errors import EvbenchError
 from evbench.knative import (
     Samples,
     import_knative,
@@ -15,8 +14,9 @@ from evbench.knative import (
     rebuild_events,
     segments,
 )
-from evbench.parquet import read_parts
-from evbench.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.errors import EvbenchError
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
 T = 1573740000000.0  # ms since the epoch, November 2019
 

@@ -2,9 +2,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evbench.errors import RecordFileError
-from evbench.parquet import PartWriter, arrow_schema, part_files, read_parts
-from evbench.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.errors import RecordFileError
+from evbench.shared.parquet import PartWriter, arrow_schema, part_files, read_parts
+from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 
 CONTRACT_TYPES = {
     "string": pa.string(),

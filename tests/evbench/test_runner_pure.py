@@ -1,9 +1,9 @@
 import pytest
 
-from evbench.errors import EvbenchError
-from evbench.layout import new_sut_dir, next_run_id
 from evbench.progress import progress_line, step_line
 from evbench.runner import grace_verdict, receiver_failure, receiver_limits, sender_failure
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import new_sut_dir, next_run_id
 
 
 @pytest.mark.parametrize(

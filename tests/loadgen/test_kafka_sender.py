@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from evbench.parquet import read_parts
-from evbench.procs import Child
-from evbench.records import KAFKA_ACK_STATUS, SENT_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.procs import Child
+from evbench.shared.records import KAFKA_ACK_STATUS, SENT_FIELDS
 from suts.tansu import Tansu, create_topic
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evbench.parquet import read_parts
-from evbench.procs import Child
-from evbench.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.procs import Child
+from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from suts.faulty import BlackHole, SlowServer
 from tests.conftest import wait_until
 

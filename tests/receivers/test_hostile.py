@@ -11,8 +11,8 @@ from collections import Counter
 import httpx
 import psutil
 
-from evbench.parquet import read_parts
-from evbench.records import RECEIVED_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import RECEIVED_FIELDS
 from receivers.limits import MIB, Limits
 from suts.hostile import KINDS, SLOW_KINDS, binary_event, storm, table
 from tests.conftest import wait_until

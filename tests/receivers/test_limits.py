@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from evbench.instruments import start_receiver
-from evbench.parquet import read_parts
-from evbench.records import RECEIVED_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import RECEIVED_FIELDS
 from receivers.limits import Limits
 from receivers.server import Receiver, _Connection
 from suts.hostile import binary_event, structured_event

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
-from evbench.parquet import read_parts
-from evbench.records import RECEIVED_FIELDS
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 from tests.conftest import wait_until
 

@@ -13,10 +13,15 @@ import psutil
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from evbench.parquet import read_parts
-from evbench.procs import Child
-from evbench.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from evbench.runner import RunOptions, RunOutcome, run, run_matrix
+from evbench.shared.parquet import read_parts
+from evbench.shared.procs import Child
+from evbench.shared.records import (
+    CONSUMER_LAG_FIELDS,
+    PROCESS_SAMPLE_FIELDS,
+    RECEIVED_FIELDS,
+    SENT_FIELDS,
+)
 from loadgen.pace import resolve_pace
 from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings
 from tests.conftest import wait_until

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evbench.errors import EvbenchError
+from evbench.shared.errors import EvbenchError
 
 
 @dataclass(frozen=True)

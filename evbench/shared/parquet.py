@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evbench.errors import RecordFileError
-from evbench.layout import safe_component
-from evbench.records import Field
+from evbench.shared.errors import RecordFileError
+from evbench.shared.layout import safe_component
+from evbench.shared.records import Field
 
 _ARROW_TYPES = {
     "string": pa.string(),

@@ -1,0 +1,144 @@
+"""The import floors of DESIGN §2, read from the source (nothing is imported or run).
+
+- the shared floor, `evbench.shared`, imports nothing else of the project, and of the outside
+  world only the standard library and pyarrow;
+- `loadgen`, `receivers`, `suts` and `analysis` import only themselves and the floor;
+- the orchestration (the rest of `evbench`) may import everything;
+- gevent and Locust monkey-patch the process that imports them, so no module that a process
+  loading Spark or running the receiver imports (directly or through others) may import them.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FLOOR = "evbench.shared"
+PACKAGES = ("loadgen", "receivers", "suts", "analysis")
+PROJECT = ("evbench", *PACKAGES)
+FLOOR_THIRD_PARTY = {"pyarrow"}
+PATCHING = {"gevent", "geventhttpclient", "locust"}
+# Entry points of the processes that load Spark (the CLI runs `analyze` in-process, and the
+# analysis job) or run the receiver.
+NO_PATCHING_FROM = ("evbench.cli", "analysis.job", "receivers.__main__")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in PROJECT:
+        for path in (ROOT / top).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+@cache
+def imports_of(module: str) -> frozenset[str]:
+    """Every module named by an import statement anywhere in `module` (a lazy import inside a
+    function still runs in the process that calls it, so it counts)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                prefix = ".".join(base)
+                target = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                target = node.module or ""
+            names.add(target)
+            # `from pkg import module` names a module too
+            names.update(
+                f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in MODULES
+            )
+    return frozenset(names)
+
+
+def _project_module(name: str) -> str | None:
+    """The project module an imported name refers to (a name may be `module.attribute`)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _owner(module: str) -> str:
+    if module == FLOOR or module.startswith(FLOOR + "."):
+        return FLOOR
+    top = module.split(".")[0]
+    return top if top in PACKAGES else "orchestration"
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_the_source_is_read_at_all():
+    """Guards every rule below against passing because nothing was found."""
+    assert "loadgen.engine" in MODULES and "evbench.shared.records" in MODULES
+    assert "evbench.shared.records" in {_project_module(n) for n in imports_of("loadgen.engine")}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) == FLOOR))
+def test_the_floor_stands_on_nothing_of_the_project(module):
+    for name in imports_of(module):
+        target = _project_module(name)
+        if target is not None:
+            assert _owner(target) == FLOOR, f"{module} imports {target}, above the floor"
+        elif _top(name) in PROJECT:
+            raise AssertionError(f"{module} imports {name}, which is not a module of the floor")
+        else:
+            top = _top(name)
+            allowed = (
+                top in sys.stdlib_module_names or top in FLOOR_THIRD_PARTY or top == "__future__"
+            )
+            assert allowed, (
+                f"{module} imports {name}: the floor uses the standard library and pyarrow only"
+            )
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) in PACKAGES))
+def test_a_package_imports_only_itself_and_the_floor(module):
+    owner = _owner(module)
+    for name in imports_of(module):
+        target = _project_module(name)
+        if target is None:
+            assert _top(name) not in PROJECT, f"{module} imports {name}, which does not exist"
+            continue
+        assert _owner(target) in (owner, FLOOR), (
+            f"{module} imports {target}: {owner} may import only itself and {FLOOR}"
+        )
+
+
+def _reachable(entry: str) -> set[str]:
+    seen, todo = set(), [entry]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        todo.extend(t for n in imports_of(module) if (t := _project_module(n)) is not None)
+    return seen
+
+
+@pytest.mark.parametrize("entry", NO_PATCHING_FROM)
+def test_no_process_that_loads_spark_or_receives_imports_gevent(entry):
+    reachable = _reachable(entry)
+    assert len(reachable) > 1, f"nothing reachable from {entry}: the walk is broken"
+    for module in sorted(reachable):
+        patching = {n for n in imports_of(module) if _top(n) in PATCHING}
+        assert not patching, f"{module} (reached from {entry}) imports {sorted(patching)}"
