@@ -6,14 +6,23 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from pyspark.sql import SparkSession
 
-from analysis.spark import session
 from evbench.instruments import start_receiver
 from evbench.shared.procs import Child
+
+if TYPE_CHECKING:  # PySpark is imported by the tests that use Spark, not by the pure ones
+    from pyspark.sql import SparkSession
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for a SparkSession, however indirectly, is a `spark` test."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
 
 
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> object:
@@ -53,6 +62,8 @@ def receiver(tmp_path: Path) -> Iterator[RunningReceiver]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local SparkSession for every test that analyses (starting Spark costs seconds)."""
+    from analysis.spark import session
+
     spark = session("local[2]", "evbench-tests")
     yield spark
     spark.stop()

@@ -21,6 +21,8 @@ from evbench.shared.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS
 from tests.analysis.crafted import T0, craft
 from tests.browser import console_errors, drawn, render
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def reports(spark, tmp_path_factory):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from evbench.shared.parquet import part_files, read_parts
 from evbench.shared.procs import die_with_parent
 from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
@@ -15,6 +17,8 @@ from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
 from tests.browser import console_errors, drawn, render
 from tests.conftest import wait_until
+
+pytestmark = pytest.mark.e2e
 
 PACE = "200:2,400:2"
 GAP_S = 0.5
@@ -31,6 +35,7 @@ def _evbench(*args: str, **kwargs) -> subprocess.Popen:
     )
 
 
+@pytest.mark.browser
 def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     proc = _evbench(
         "run",

@@ -15,6 +15,7 @@ def _evbench(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_paces_lists_steps_duration_and_events():
     result = _evbench("paces")
     assert result.returncode == 0, result.stderr
@@ -24,6 +25,7 @@ def test_paces_lists_steps_duration_and_events():
     assert any(x.startswith("1k-long ") and "360000 events" in x for x in lines)
 
 
+@pytest.mark.e2e
 def test_paces_names_a_broken_pace_file(tmp_path):
     (tmp_path / "bad.pace").write_text("100:10\n200:1o\n")
     result = _evbench("paces", "--paces-dir", str(tmp_path))
@@ -31,6 +33,7 @@ def test_paces_names_a_broken_pace_file(tmp_path):
     assert "bad.pace:2:1" in result.stderr and "'200:1o'" in result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -46,6 +49,7 @@ def test_help_teaches(args, expected):
     assert expected in result.stdout
 
 
+@pytest.mark.e2e
 def test_external_without_a_target_says_what_it_needs(tmp_path):
     proc = subprocess.run(
         [
@@ -127,6 +131,7 @@ def test_ranged_argument_types(kind, text, expected):
             parse(text)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -189,6 +194,7 @@ def _sut_with_broken_run_json(root: Path) -> Path:
     return sut
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -208,6 +214,7 @@ def test_analyze_checks_its_inputs_before_starting_spark(tmp_path, make, message
     assert "Java" not in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("value", ["NaN", "Infinity"])
 def test_analyze_refuses_non_finite_thresholds_naming_the_flag(tmp_path, value):
     thresholds = tmp_path / "t.json"

@@ -139,6 +139,7 @@ def test_import_refuses_names_that_leave_runs_dir(tmp_path, run_id, sut, kind):
     assert _files(tmp_path) == before  # nothing written, inside runs/ or out of it
 
 
+@pytest.mark.e2e
 def test_import_cli_says_what_is_wrong_with_a_long_run_id(tmp_path):
     source, *_ = _processed_dir(tmp_path)
     runs = tmp_path / "runs"

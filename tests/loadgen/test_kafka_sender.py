@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from evbench.shared.parquet import read_parts
 from evbench.shared.procs import Child
 from evbench.shared.records import KAFKA_ACK_STATUS, SENT_FIELDS
 from suts.tansu import Tansu, create_topic
+
+pytestmark = pytest.mark.e2e
 
 
 def test_a_burst_of_acks_is_read_across_polls_and_every_record_is_acked_once(tmp_path: Path):

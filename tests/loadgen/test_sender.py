@@ -16,6 +16,8 @@ from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIE
 from suts.faulty import BlackHole, SlowServer
 from tests.conftest import wait_until
 
+pytestmark = pytest.mark.e2e
+
 
 def _sender(tmp_path: Path, target: str, pace: str, *extra: str) -> Child:
     return Child(

@@ -10,6 +10,7 @@ from collections import Counter
 
 import httpx
 import psutil
+import pytest
 
 from evbench.shared.parquet import read_parts
 from evbench.shared.records import RECEIVED_FIELDS
@@ -17,6 +18,8 @@ from receivers.limits import MIB, Limits
 from suts.hostile import KINDS, SLOW_KINDS, binary_event, storm, table
 from tests.conftest import wait_until
 from tests.receivers.test_limits import _exchange
+
+pytestmark = pytest.mark.e2e
 
 ROUNDS = 140
 SLOW_EACH = 30

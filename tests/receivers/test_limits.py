@@ -22,6 +22,8 @@ from receivers.server import Receiver, _Connection
 from suts.hostile import binary_event, structured_event
 from tests.conftest import RunningReceiver, wait_until
 
+pytestmark = pytest.mark.e2e
+
 SMALL = Limits(
     max_url_bytes=1024,
     max_header_bytes=8192,

@@ -13,6 +13,8 @@ from evbench.shared.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 from tests.conftest import wait_until
 
+pytestmark = pytest.mark.e2e
+
 BINARY_HEADERS = {
     "ce-specversion": "1.0",
     "ce-type": "dev.evbench.measure",

@@ -26,6 +26,8 @@ from loadgen.pace import resolve_pace
 from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings
 from tests.conftest import wait_until
 
+pytestmark = pytest.mark.e2e
+
 PACE = "50:3"
 
 
