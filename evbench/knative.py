@@ -19,7 +19,13 @@ from pathlib import Path
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import new_sut_dir, safe_component
 from evbench.shared.parquet import PartWriter
-from evbench.shared.records import RECEIVED_FIELDS, RUN_JSON_VERSION, SENT_FIELDS
+from evbench.shared.records import (
+    RECEIVED_FIELDS,
+    RUN_JSON_VERSION,
+    SENT_FIELDS,
+    ReceivedRow,
+    SentRow,
+)
 
 MAKO_COLUMNS = ["inputValue", "errorMessage", "pl", "pe", "st", "dl", "de", "dt", "pet", "det"]
 STEP_GAP_MS = 1000.0  # 2019 paused ~2 s between steps; a longer silence starts a new step
@@ -174,27 +180,35 @@ def import_knative(
             ack_ns = sent_ns + round(e.publish_ms * 1e6) if answered else None
             status, error = (202, None) if answered else (0, IMPORTED_ERROR)
             sent_w.append(
-                (
-                    eid,
-                    seq,
-                    number,
-                    False,
-                    False,
-                    rate,
-                    sent_ns,
-                    sent_ns,
-                    ack_ns,
-                    status,
-                    error,
-                    0,
-                    0,
+                SentRow(
+                    event_id=eid,
+                    seq=seq,
+                    step=number,
+                    warmup=False,
+                    decoy=False,
+                    target_rate_per_s=rate,
+                    intended_ns=sent_ns,  # 2019 had no schedule: intended is sent
+                    sent_ns=sent_ns,
+                    ack_ns=ack_ns,
+                    status=status,
+                    error=error,
+                    worker=0,
+                    payload_bytes=0,  # not recorded in 2019
                 )
             )
             if not answered:
                 continue
             if e.delivery_ms is not None:
                 recv_w.append(
-                    (eid, sent_ns + round(e.delivery_ms * 1e6), "knative-2019", 0, None, None, None)
+                    ReceivedRow(
+                        event_id=eid,
+                        received_ns=sent_ns + round(e.delivery_ms * 1e6),
+                        receiver="knative-2019",
+                        payload_bytes=0,
+                        ce_id=None,
+                        ce_type=None,
+                        ce_source=None,
+                    )
                 )
         sent_w.flush()
         recv_w.flush()

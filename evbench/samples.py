@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 
 from evbench.shared.parquet import PartWriter
-from evbench.shared.records import PROCESS_SAMPLE_FIELDS
+from evbench.shared.records import PROCESS_SAMPLE_FIELDS, ProcessSampleRow
 
 
 class ProcessSampler:
@@ -48,7 +48,7 @@ class ProcessSampler:
                     del self._processes[role]  # it exited; its last samples stay
                     continue
                 self.peak_rss_bytes[role] = max(rss, self.peak_rss_bytes.get(role, 0))
-                self.writer.append((now_ns, role, process.pid, rss, cpu))
+                self.writer.append(ProcessSampleRow(now_ns, role, process.pid, rss, cpu))
             ticks += 1
             if ticks % self.flush_every == 0:
                 self.writer.flush()

@@ -394,6 +394,7 @@ class Receiver:
         if stats.first_received_ns is None:
             stats.first_received_ns = conn.started_ns
         stats.last_received_ns = conn.started_ns
+        # A ReceivedRow, built as a plain tuple: the named type costs 0.25 µs per event here.
         self.writer.rows.append(
             (
                 event.event_id,

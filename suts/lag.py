@@ -13,7 +13,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from evbench.shared.parquet import PartWriter
-from evbench.shared.records import CONSUMER_LAG_FIELDS
+from evbench.shared.records import CONSUMER_LAG_FIELDS, ConsumerLagRow
 
 
 def partition_lag(end_offset: int, committed: int | None, low_offset: int) -> int:
@@ -62,7 +62,9 @@ class ConsumerLagSampler:
             offset = tp.offset if tp.offset >= 0 else None
             lag = partition_lag(high, offset, low)
             total += lag
-            self.writer.append((now_ns, self.group, self.topic, tp.partition, high, offset, lag))
+            self.writer.append(
+                ConsumerLagRow(now_ns, self.group, self.topic, tp.partition, high, offset, lag)
+            )
         self.last_total_lag = total
         return total
 

@@ -9,7 +9,7 @@ given its unit. Times are integer nanoseconds since the Unix epoch, taken from t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 FieldType = Literal["string", "int64", "int32", "float64", "bool"]
 
@@ -104,6 +104,62 @@ CONSUMER_LAG_FIELDS: tuple[Field, ...] = (
     Field("committed_offset", "int64", True, "the group's committed offset; null before any"),
     Field("lag", "int64", False, "records not yet committed (end - committed, or end - low)"),
 )
+
+
+# One named row type per record, for code that builds rows one at a time (the 2019 import, the
+# samplers, tests): a row reads as names instead of positions. Field order and types are the
+# field tuples' above, and tests/evbench/test_records.py holds the two equal. The sender builds
+# whole columns (loadgen/recorder.py) and the receiver's hot path a plain tuple in this order.
+class SentRow(NamedTuple):
+    event_id: str
+    seq: int
+    step: int
+    warmup: bool
+    decoy: bool
+    target_rate_per_s: int
+    intended_ns: int
+    sent_ns: int | None
+    ack_ns: int | None
+    status: int
+    error: str | None
+    worker: int
+    payload_bytes: int
+
+
+class ReceivedRow(NamedTuple):
+    event_id: str
+    received_ns: int
+    receiver: str
+    payload_bytes: int
+    ce_id: str | None
+    ce_type: str | None
+    ce_source: str | None
+
+
+class ProcessSampleRow(NamedTuple):
+    t_ns: int
+    process: str
+    pid: int
+    rss_bytes: int
+    cpu_percent: float
+
+
+class ConsumerLagRow(NamedTuple):
+    t_ns: int
+    group: str
+    topic: str
+    partition: int
+    end_offset: int
+    committed_offset: int | None
+    lag: int
+
+
+ROW_TYPES: dict[type[tuple], tuple[Field, ...]] = {
+    SentRow: SENT_FIELDS,
+    ReceivedRow: RECEIVED_FIELDS,
+    ProcessSampleRow: PROCESS_SAMPLE_FIELDS,
+    ConsumerLagRow: CONSUMER_LAG_FIELDS,
+}
 
 # Every event this suite sends carries its id three ways (DESIGN §3): intermediaries such as a
 # KafkaSource rewrite ce-id, so the extension attribute and the payload carry it too.

@@ -3,15 +3,25 @@
 import json
 
 from evbench.shared.parquet import PartWriter
-from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.records import (
+    INFLIGHT_CAP_ERROR,
+    RECEIVED_FIELDS,
+    SENT_FIELDS,
+    ReceivedRow,
+    SentRow,
+)
 
 S, MS = 1_000_000_000, 1_000_000
 T0 = 1_750_000_000 * S
 STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them
 
 
-def sent_row(eid, seq, step, rate, intended, sent, ack, status, error, decoy=False):
-    return (eid, seq, step, False, decoy, rate, intended, sent, ack, status, error, 0, 8192)
+def sent_row(eid, seq, step, rate, intended, sent, ack, status, error, decoy=False, warmup=False):
+    return SentRow(eid, seq, step, warmup, decoy, rate, intended, sent, ack, status, error, 0, 8192)
+
+
+def received_row(eid, received_ns, ce_type="t", payload_bytes=8192):
+    return ReceivedRow(eid, received_ns, "rx", payload_bytes, eid, ce_type, "s")
 
 
 def craft(root):
@@ -25,8 +35,8 @@ def craft(root):
     for i in range(50):  # warmup, delivered
         eid = f"w-{i}"
         t = T0 - 5 * S + i * 20 * MS
-        sent_w.append((eid, seq, 0, True, False, 50, t, t, t + MS, 202, None, 0, 8192))
-        recv_w.append((eid, t + 2 * MS, "rx", 8192, eid, "w", "s"))
+        sent_w.append(sent_row(eid, seq, 0, 50, t, t, t + MS, 202, None, warmup=True))
+        recv_w.append(received_row(eid, t + 2 * MS, ce_type="w"))
         seq += 1
     offset = 0
     for number, (rate, seconds) in enumerate(STEPS, start=1):
@@ -58,13 +68,13 @@ def craft(root):
                     expected["filtered"] += 1
                 elif decoy:
                     expected["leaked"] += 1
-                    recv_w.append((eid, intended + 5 * MS, "rx", 8192, eid, "t", "s"))
+                    recv_w.append(received_row(eid, intended + 5 * MS))
                 elif lose:
                     expected["lost"] += 1
                 else:
-                    recv_w.append((eid, intended + 5 * MS, "rx", 8192, eid, "t", "s"))
+                    recv_w.append(received_row(eid, intended + 5 * MS))
                     if i % 100 == 7:
-                        recv_w.append((eid, intended + 900 * MS, "rx", 8192, eid, "t", "s"))
+                        recv_w.append(received_row(eid, intended + 900 * MS))
                         expected["dup"] += 1
             sent_w.append(row)
             seq += 1
@@ -73,7 +83,7 @@ def craft(root):
                 recv_w.flush()
         offset += (seconds + 2) * S
     for i in range(7):
-        recv_w.append((f"other-{i}", T0 + i * S, "rx", 10, f"other-{i}", "x", "y"))
+        recv_w.append(ReceivedRow(f"other-{i}", T0 + i * S, "rx", 10, f"other-{i}", "x", "y"))
     sent_w.flush()
     recv_w.flush()
     run = {

@@ -7,7 +7,7 @@ import pytest
 
 from analysis.job import AnalyzeOptions, analyze
 from evbench.shared.parquet import PartWriter
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow
 from tests.analysis.crafted import MS, T0, S, sent_row
 
 STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them
@@ -58,7 +58,9 @@ def craft_spiky(root, sut_name, scale):
                 )
                 samples["publish"].append((sent_ns, seq, publish / MS))
                 if seq % 89 != 3:
-                    recv_w.append((f"e-{seq}", sent_ns + delivery, "rx", 8192, None, "t", "s"))
+                    recv_w.append(
+                        ReceivedRow(f"e-{seq}", sent_ns + delivery, "rx", 8192, None, "t", "s")
+                    )
                     samples["delivery"].append((sent_ns, seq, delivery / MS))
             seq += 1
         offset_ns += (seconds + 2) * S

@@ -17,7 +17,12 @@ from analysis.report import (
 )
 from evbench.shared.errors import EvbenchError
 from evbench.shared.parquet import PartWriter
-from evbench.shared.records import CONSUMER_LAG_FIELDS, PROCESS_SAMPLE_FIELDS
+from evbench.shared.records import (
+    CONSUMER_LAG_FIELDS,
+    PROCESS_SAMPLE_FIELDS,
+    ConsumerLagRow,
+    ProcessSampleRow,
+)
 from tests.analysis.crafted import T0, craft
 from tests.browser import console_errors, drawn, render
 
@@ -40,10 +45,16 @@ def _sample_processes_and_lag(sut):
     for second in range(30):
         t_ns = T0 + second * 1_000_000_000
         for pid, role in enumerate(("sender", "receiver", "dispatcher"), start=100):
-            processes.append((t_ns, role, pid, (100 + second) * 1_000_000, 10.0 * pid / 100))
+            processes.append(
+                ProcessSampleRow(t_ns, role, pid, (100 + second) * 1_000_000, 10.0 * pid / 100)
+            )
         if second % 5 == 0:
             for partition in range(4):
-                lag.append((t_ns, "g", "t", partition, 100 * second, 90 * second, 10 * second))
+                lag.append(
+                    ConsumerLagRow(
+                        t_ns, "g", "t", partition, 100 * second, 90 * second, 10 * second
+                    )
+                )
     processes.flush()
     lag.flush()
 

@@ -1,10 +1,18 @@
+import typing
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from evbench.shared.errors import RecordFileError
 from evbench.shared.parquet import PartWriter, arrow_schema, part_files, read_parts
-from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from evbench.shared.records import (
+    PROCESS_SAMPLE_FIELDS,
+    RECEIVED_FIELDS,
+    ROW_TYPES,
+    SENT_FIELDS,
+    SentRow,
+)
 
 CONTRACT_TYPES = {
     "string": pa.string(),
@@ -31,22 +39,45 @@ def test_units_are_in_the_names():
     assert {"intended_ns", "sent_ns", "ack_ns", "target_rate_per_s", "payload_bytes"} <= names
 
 
-def _sent_row(seq: int, ack: int | None = 3) -> tuple:
-    return (
-        f"t-0-{seq}",
-        seq,
-        1,
-        False,
-        False,
-        100,
-        1,
-        2,
-        ack,
-        202 if ack else 0,
-        None if ack else "boom",
-        0,
-        8192,
+def _sent_row(seq: int, ack: int | None = 3) -> SentRow:
+    return SentRow(
+        event_id=f"t-0-{seq}",
+        seq=seq,
+        step=1,
+        warmup=False,
+        decoy=False,
+        target_rate_per_s=100,
+        intended_ns=1,
+        sent_ns=2,
+        ack_ns=ack,
+        status=202 if ack else 0,
+        error=None if ack else "boom",
+        worker=0,
+        payload_bytes=8192,
     )
+
+
+PYTHON_TYPES = {"string": str, "int64": int, "int32": int, "float64": float, "bool": bool}
+
+
+@pytest.mark.parametrize("row_type", list(ROW_TYPES), ids=lambda t: t.__name__)
+def test_each_named_row_is_its_field_list(row_type):
+    fields = ROW_TYPES[row_type]
+    hints = typing.get_type_hints(row_type)
+    assert row_type._fields == tuple(f.name for f in fields)
+    for field in fields:
+        expected = PYTHON_TYPES[field.type]
+        if field.nullable:
+            expected = expected | None
+        assert hints[field.name] == expected, f"{row_type.__name__}.{field.name}"
+
+
+def test_a_named_row_reads_back_by_name(tmp_path):
+    writer = PartWriter(tmp_path, SENT_FIELDS)
+    writer.append(_sent_row(7, ack=None))
+    writer.flush()
+    (row,) = read_parts(tmp_path, SENT_FIELDS).to_pylist()
+    assert row == _sent_row(7, ack=None)._asdict()
 
 
 def test_each_flush_is_a_complete_part_and_rows_survive(tmp_path):
