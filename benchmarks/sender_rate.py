@@ -43,8 +43,8 @@ from benchmarks.common import machine_line
 from evbench.instruments import start_receiver
 from evbench.shared.formulas import achieved_rate_per_s
 from evbench.shared.parquet import read_parts
-from evbench.shared.procs import Child
 from evbench.shared.records import SENT_FIELDS
+from loadgen.settings import SenderSettings, SendKnobs
 from suts.tansu import Tansu, create_topic
 
 # The bar a rate must clear to count as held: DESIGN §5's target for one sender process.
@@ -55,25 +55,14 @@ def run_rate(
     workdir: Path, url: str, rate: int, seconds: int, payload_bytes: int, tag: str
 ) -> dict:
     out = workdir / f"sent-{tag}"
-    child = Child(
-        "sender",
-        [
-            sys.executable,
-            "-m",
-            "loadgen",
-            "--target",
-            url,
-            "--pace",
-            f"{rate}:{seconds}",
-            "--out",
-            str(out),
-            "--payload-bytes",
-            str(payload_bytes),
-            "--start-delay",
-            "1",
-        ],
-        workdir / f"sender-{tag}.log",
+    settings = SenderSettings(
+        target=url,
+        pace=f"{rate}:{seconds}",
+        out=out,
+        knobs=SendKnobs(payload_bytes=payload_bytes),
+        start_delay_s=1.0,
     )
+    child = settings.start(workdir / f"sender-{tag}.log")
     process = psutil.Process(child.pid)
     rss = []
     done = None

@@ -22,19 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
 from evbench.shared.parquet import read_parts
-from evbench.shared.procs import Child
 from evbench.shared.records import INFLIGHT_CAP_ERROR, SENT_FIELDS
+from loadgen.settings import SenderSettings, SendKnobs
 from suts.faulty import BlackHole, SlowServer
 
 
-def send(workdir: Path, url: str, pace: str, *extra: str) -> tuple[dict, list[dict]]:
+def send(workdir: Path, url: str, pace: str, knobs: SendKnobs) -> tuple[dict, list[dict]]:
     out = workdir / "sent"
-    child = Child(
-        "sender",
-        [sys.executable, "-m", "loadgen", "--target", url, "--pace", pace, "--out", str(out),
-         "--start-delay", "1", *extra],
-        workdir / "sender.log",
-    )  # fmt: skip
+    settings = SenderSettings(target=url, pace=pace, out=out, knobs=knobs, start_delay_s=1.0)
+    child = settings.start(workdir / "sender.log")
     done = child.wait_for("done", 120)
     child.wait(30)
     return done, read_parts(out, SENT_FIELDS).to_pylist()
@@ -59,7 +55,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         server = SlowServer(args.delay)
         try:
-            done, rows = send(Path(tmp), server.url, pace, "--drain-timeout", str(args.delay + 10))
+            done, rows = send(
+                Path(tmp), server.url, pace, SendKnobs(drain_timeout_s=args.delay + 10)
+            )
         finally:
             server.close()
     acked = sum(1 for r in rows if 200 <= r["status"] < 300)
@@ -75,10 +73,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         hole = BlackHole()
         try:
-            done, rows = send(
-                Path(tmp), hole.url, pace, "--max-inflight", str(args.max_inflight),
-                "--drain-timeout", "0.5",
-            )  # fmt: skip
+            knobs = SendKnobs(max_inflight=args.max_inflight, drain_timeout_s=0.5)
+            done, rows = send(Path(tmp), hole.url, pace, knobs)
         finally:
             hole.close()
     sent = [r for r in rows if r["sent_ns"] is not None]

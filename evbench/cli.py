@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from evbench.shared.argtypes import at_least_one
+from evbench.shared.argtypes import seconds
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import default_runs_dir, next_run_id
 from loadgen.pace import default_paces_dir, list_pace_files, parse_pace, resolve_pace
+from loadgen.settings import add_knob_arguments, knobs_from_args
 
 _EPILOG = """\
 examples:
@@ -26,13 +27,6 @@ examples:
 Paces use the 2019 syntax: comma-separated rate[:duration] steps, rate in events/s,
 duration in seconds (10 s if omitted; `s`/`m` suffixes allowed).
 """
-
-
-def _duration(text: str) -> float:
-    value = float(text.removesuffix("s"))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' must not be negative")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,52 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="where runs are written (default ./runs, or $EVBENCH_RUNS_DIR)",
     )
-    run.add_argument(
-        "--payload-bytes", type=int, default=8192, help="event payload size (default 8192)"
-    )
-    run.add_argument(
-        "--step-gap",
-        type=_duration,
-        default=2.0,
-        metavar="S",
-        help="pause between steps, where the sender collects garbage (default 2)",
-    )
-    run.add_argument(
-        "--warmup",
-        default=None,
-        metavar="DURATION@RATE",
-        help="warm the SUT first, e.g. 10s@100; marked in the records, not counted",
-    )
-    run.add_argument(
-        "--max-inflight",
-        type=at_least_one,
-        default=4096,
-        help="unanswered-request cap; slots over it are recorded as failures (default 4096)",
-    )
-    run.add_argument(
-        "--request-timeout",
-        type=_duration,
-        default=30.0,
-        metavar="S",
-        help="per-request timeout (default 30)",
-    )
-    run.add_argument(
-        "--drain-timeout",
-        type=_duration,
-        default=10.0,
-        metavar="S",
-        help="after the last slot, wait this long for answers (default 10)",
-    )
+    add_knob_arguments(run)
     run.add_argument(
         "--grace",
-        type=_duration,
+        type=seconds,
         default=5.0,
         metavar="S",
         help="stop waiting for deliveries after this long without one (default 5)",
     )
     run.add_argument(
         "--grace-cap",
-        type=_duration,
+        type=seconds,
         default=60.0,
         metavar="S",
         help="never wait for deliveries longer than this (default 60)",
@@ -136,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--trim",
-        type=_duration,
+        type=seconds,
         default=0.0,
         metavar="S",
         help="sanitized figures: leave out events intended in the first S "
@@ -318,17 +277,11 @@ def main(argv: list[str] | None = None) -> int:
                 runs_dir=args.runs_dir or default_runs_dir(),
                 sut=args.sut[0] if args.sut else "direct",
                 run_id=args.run_id,
-                payload_bytes=args.payload_bytes,
-                step_gap_s=args.step_gap,
-                warmup=args.warmup,
-                max_inflight=args.max_inflight,
-                request_timeout_s=args.request_timeout,
-                drain_timeout_s=args.drain_timeout,
+                send=knobs_from_args(args),
                 grace_s=args.grace,
                 grace_cap_s=args.grace_cap,
                 receiver_host=args.receiver_host,
                 receiver_port=args.receiver_port,
-                decoy_every=args.decoy_every,
                 lab=lab_settings(args),
             )
             live = sys.stderr.isatty()

@@ -125,13 +125,6 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
         help=f"broker trigger filter, any of these (default: {' or '.join(DEFAULT_TRIGGER)})",
     )
     lab.add_argument(
-        "--decoy-every",
-        type=non_negative,
-        default=0,
-        metavar="N",
-        help="send every Nth event with a type the trigger drops (default 0: none)",
-    )
-    lab.add_argument(
         "--ready-timeout",
         type=float,
         default=defaults.ready_timeout_s,

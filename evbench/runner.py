@@ -31,6 +31,7 @@ from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
 from evbench.shared.procs import Child
 from evbench.shared.records import RUN_JSON_VERSION
 from loadgen.pace import Pace, parse_warmup
+from loadgen.settings import SenderSettings, SendKnobs
 from receivers.limits import Limits
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut
 from suts.lag import ConsumerLagSampler
@@ -56,17 +57,11 @@ class RunOptions:
     runs_dir: Path
     sut: str = "direct"
     run_id: str | None = None
-    payload_bytes: int = 8192
-    step_gap_s: float = 2.0
-    warmup: str | None = None
-    max_inflight: int = 4096
-    request_timeout_s: float = 30.0
-    drain_timeout_s: float = 10.0
+    send: SendKnobs = field(default_factory=SendKnobs)
     grace_s: float = 5.0
     grace_cap_s: float = 60.0
     receiver_host: str = "127.0.0.1"
     receiver_port: int = 0
-    decoy_every: int = 0
     lab: LabSettings = field(default_factory=LabSettings)
     lag_interval_s: float = 5.0
 
@@ -231,7 +226,8 @@ def _versions() -> dict[str, str]:
 def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome:
     if opts.sut not in SUTS:
         raise EvbenchError(f"unknown --sut '{opts.sut}': choose from {', '.join(SUTS)}")
-    warmup = parse_warmup(opts.warmup) if opts.warmup else None  # fail before creating anything
+    # A bad warmup fails here, before anything is created.
+    warmup = parse_warmup(opts.send.warmup) if opts.send.warmup else None
     run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
     sut_dir = new_sut_dir(opts.runs_dir, run_id, opts.pace.name, opts.sut)
     outcome = RunOutcome(sut_dir, "failed")
@@ -273,7 +269,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                 sut_dir.logs / "receiver.log",
                 opts.receiver_host,
                 opts.receiver_port,
-                limits=receiver_limits(opts.payload_bytes),
+                limits=receiver_limits(opts.send.payload_bytes),
             )
             sampler.watch("receiver", receiver.pid)
             if opts.sut == "external":
@@ -289,9 +285,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                     *where, sut_dir.samples / "consumer-lag", opts.lag_interval_s
                 )
                 lag.start()
-            sender = Child(
-                "sender", _sender_argv(opts, sut_dir, target), sut_dir.logs / "sender.log"
-            )
+            sender = _sender_settings(opts, sut_dir, target).start(sut_dir.logs / "sender.log")
             interrupts.sender = sender
             sampler.watch("sender", sender.pid)
             watch = _Watch(sender, receiver, sut, record_start)
@@ -351,33 +345,15 @@ def _ready_text(ready: dict) -> str:
     return ", ".join(parts) or "every component answers /ready"
 
 
-def _sender_argv(opts: RunOptions, sut_dir: SutDir, target: str) -> list[str]:
+def _sender_settings(opts: RunOptions, sut_dir: SutDir, target: str) -> SenderSettings:
     kafka = target.startswith("kafka://")
-    return [
-        sys.executable,
-        "-m",
-        "loadgen",
-        "--target",
-        target,
-        "--decoy-every",
-        str(opts.decoy_every),
-        *[arg for kv in (opts.lab.producer if kafka else ()) for arg in ("--kafka-config", kv)],
-        "--pace",
-        opts.pace.spec,
-        "--out",
-        str(sut_dir.sent),
-        "--payload-bytes",
-        str(opts.payload_bytes),
-        "--step-gap",
-        str(opts.step_gap_s),
-        "--max-inflight",
-        str(opts.max_inflight),
-        "--request-timeout",
-        str(opts.request_timeout_s),
-        "--drain-timeout",
-        str(opts.drain_timeout_s),
-        *(["--warmup", opts.warmup] if opts.warmup else []),
-    ]
+    return SenderSettings(
+        target=target,
+        pace=opts.pace.spec,
+        out=sut_dir.sent,
+        knobs=opts.send,
+        kafka_config=tuple(opts.lab.producer) if kafka else (),
+    )
 
 
 @dataclass
@@ -407,7 +383,7 @@ def _follow_sender(
     pending_live = False
     progress_count = 0
     while True:
-        silence_s = opts.request_timeout_s + opts.drain_timeout_s + 60
+        silence_s = opts.send.request_timeout_s + opts.send.drain_timeout_s + 60
         try:
             doc = sender.next_line(timeout_s=silence_s)
         except queue.Empty:
@@ -506,7 +482,7 @@ def _write_run_json(
         "run_id": run_id,
         "sut": opts.sut,
         "sut_settings": outcome.sut,
-        "decoy_every": opts.decoy_every,
+        "decoy_every": opts.send.decoy_every,
         "status": status,
         "interrupted": status == "interrupted",
         "instrument_failures": outcome.instrument_failures,
@@ -519,15 +495,15 @@ def _write_run_json(
         },
         "schedule": {
             "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
-            "step_gap_s": opts.step_gap_s,
-            "warmup": opts.warmup if has_warmup else None,
+            "step_gap_s": opts.send.step_gap_s,
+            "warmup": opts.send.warmup if has_warmup else None,
         },
-        "payload_bytes": opts.payload_bytes,
+        "payload_bytes": opts.send.payload_bytes,
         "sender": {
             "engine": "asyncio + uvloop + httptools, timerfd-paced open loop",
-            "max_inflight": opts.max_inflight,
-            "request_timeout_s": opts.request_timeout_s,
-            "drain_timeout_s": opts.drain_timeout_s,
+            "max_inflight": opts.send.max_inflight,
+            "request_timeout_s": opts.send.request_timeout_s,
+            "drain_timeout_s": opts.send.drain_timeout_s,
             "summary": sender,
         },
         "receiver": {"engine": "asyncio + uvloop + httptools", "stats": outcome.receiver},

@@ -14,11 +14,9 @@ import signal
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import uvloop
 
-from evbench.shared.argtypes import at_least_one, non_negative
 from evbench.shared.errors import EvbenchError
 from evbench.shared.parquet import PartWriter
 from evbench.shared.procs import raise_fd_limit
@@ -26,11 +24,12 @@ from evbench.shared.records import SENT_FIELDS
 from loadgen.engine import Engine
 from loadgen.http import HttpTransport
 from loadgen.kafka import KafkaTransport
-from loadgen.pace import parse_warmup, resolve_pace
+from loadgen.pace import Pace, parse_warmup, resolve_pace
 from loadgen.payload import PayloadBuilder
 from loadgen.recorder import RowPlan
 from loadgen.request import Transport
-from loadgen.schedule import plan_steps
+from loadgen.schedule import PlannedStep, plan_steps
+from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
 
 _SWITCH_INTERVAL_S = 0.0002
 
@@ -41,85 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Open-loop paced sender: one binary-mode CloudEvent per schedule slot, whether "
         "or not earlier ones were answered; every attempt is recorded under --out.",
     )
-    parser.add_argument(
-        "--target",
-        required=True,
-        help="ingress URL, e.g. http://127.0.0.1:8080/, or kafka://host:port/topic to produce "
-        "records straight to a topic",
-    )
-    parser.add_argument(
-        "--decoy-every",
-        type=non_negative,
-        default=0,
-        metavar="N",
-        help="every Nth event gets a type no trigger matches, to test filters (default 0: none)",
-    )
-    parser.add_argument(
-        "--kafka-config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="producer setting for kafka:// targets (repeatable), e.g. linger.ms=0",
-    )
-    parser.add_argument(
-        "--pace", required=True, help="pace name from paces/ or a spec like 500:10,1000:10"
-    )
-    parser.add_argument("--out", type=Path, required=True, help="directory for sent/*.parquet")
-    parser.add_argument("--run-tag", default=None, help="prefix of event ids (default: random)")
-    parser.add_argument(
-        "--payload-bytes", type=int, default=8192, help="payload size (default 8192)"
-    )
-    parser.add_argument(
-        "--step-gap",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="pause between steps, where GC runs (default 2)",
-    )
-    parser.add_argument(
-        "--warmup",
-        default=None,
-        metavar="DURATION@RATE",
-        help="unrecorded-by-metrics warmup before the pace, e.g. 10s@100",
-    )
-    parser.add_argument(
-        "--max-inflight",
-        type=at_least_one,
-        default=4096,
-        help="cap on unanswered requests; slots over it are recorded as failures",
-    )
-    parser.add_argument("--request-timeout", type=float, default=30.0, metavar="S")
-    parser.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="wait this long for answers after the last slot (default 10)",
-    )
-    parser.add_argument(
-        "--start-at-ns",
-        type=int,
-        default=None,
-        help="epoch ns of the schedule start (lets several workers share one)",
-    )
-    parser.add_argument(
-        "--start-delay",
-        type=float,
-        default=0.5,
-        metavar="S",
-        help="without --start-at-ns, start this long after launch (default 0.5)",
-    )
-    parser.add_argument(
-        "--flush-interval",
-        type=float,
-        default=1.0,
-        metavar="S",
-        help="seconds between record flushes (default 1.0)",
-    )
-    parser.add_argument("--worker", type=int, default=0, help="this worker's index (default 0)")
-    parser.add_argument(
-        "--workers", type=at_least_one, default=1, help="workers sharing the pace (default 1)"
-    )
+    add_sender_arguments(parser)
     return parser
 
 
@@ -151,12 +72,13 @@ def _grow_fd_table(descriptors: int) -> None:
     os.close(descriptors)
 
 
-def _transport(args: argparse.Namespace, payloads: PayloadBuilder, max_inflight: int) -> Transport:
-    source = f"evbench/sender/{args.worker}"
-    if args.target.startswith("kafka://"):
-        config = dict(_key_value(item) for item in args.kafka_config)
-        return KafkaTransport(args.target, source, payloads, args.request_timeout, config)
-    return HttpTransport(args.target, source, payloads, max_inflight)
+def _transport(settings: SenderSettings, payloads: PayloadBuilder, max_inflight: int) -> Transport:
+    source = f"evbench/sender/{settings.worker}"
+    if settings.target.startswith("kafka://"):
+        config = dict(_key_value(item) for item in settings.kafka_config)
+        timeout_s = settings.knobs.request_timeout_s
+        return KafkaTransport(settings.target, source, payloads, timeout_s, config)
+    return HttpTransport(settings.target, source, payloads, max_inflight)
 
 
 def _key_value(item: str) -> tuple[str, str]:
@@ -167,43 +89,54 @@ def _key_value(item: str) -> tuple[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    settings = settings_from_args(build_parser().parse_args(argv))
+    knobs = settings.knobs
     try:
-        if not 0 <= args.worker < args.workers:
-            raise ValueError(f"--worker {args.worker} must be in 0..{args.workers - 1} (--workers)")
-        pace = resolve_pace(args.pace)
-        warmup = parse_warmup(args.warmup) if args.warmup else None
-        steps = plan_steps(pace.steps, args.step_gap, warmup)
-        run_tag = args.run_tag or secrets.token_hex(3)
-        longest_id = len(f"{run_tag}-{args.workers}-{sum(s.events for s in steps)}")
-        payloads = PayloadBuilder(args.payload_bytes, longest_id)
-        max_inflight = _raise_fd_limit(args.max_inflight)
-        transport = _transport(args, payloads, max_inflight)
+        if not settings.worker < settings.workers:
+            raise ValueError(
+                f"--worker {settings.worker} must be in 0..{settings.workers - 1} (--workers)"
+            )
+        pace = resolve_pace(settings.pace)
+        warmup = parse_warmup(knobs.warmup) if knobs.warmup else None
+        steps = plan_steps(pace.steps, knobs.step_gap_s, warmup)
+        run_tag = settings.run_tag or secrets.token_hex(3)
+        longest_id = len(f"{run_tag}-{settings.workers}-{sum(s.events for s in steps)}")
+        payloads = PayloadBuilder(knobs.payload_bytes, longest_id)
+        max_inflight = _raise_fd_limit(knobs.max_inflight)
+        transport = _transport(settings, payloads, max_inflight)
     except (EvbenchError, ValueError) as exc:
         print(f"evbench send: {exc}", file=sys.stderr)
         return 2
-    return uvloop.run(_send(args, pace, steps, run_tag, transport, max_inflight))
+    return uvloop.run(_send(settings, pace, steps, run_tag, transport, max_inflight))
 
 
-async def _send(args, pace, steps, run_tag: str, transport: Transport, max_inflight: int) -> int:
-    writer = PartWriter(args.out, SENT_FIELDS, prefix=f"sent-w{args.worker}")
+async def _send(
+    settings: SenderSettings,
+    pace: Pace,
+    steps: list[PlannedStep],
+    run_tag: str,
+    transport: Transport,
+    max_inflight: int,
+) -> int:
+    worker = settings.worker
+    writer = PartWriter(settings.out, SENT_FIELDS, prefix=f"sent-w{worker}")
     plan = RowPlan(
         steps=steps,
-        event_id_prefix=f"{run_tag}-{args.worker}-",
-        worker=args.worker,
-        payload_bytes=args.payload_bytes,
-        decoy_every=args.decoy_every,
+        event_id_prefix=f"{run_tag}-{worker}-",
+        worker=worker,
+        payload_bytes=settings.knobs.payload_bytes,
+        decoy_every=settings.knobs.decoy_every,
     )
     engine = Engine(
         transport,
         writer,
         steps,
         plan=plan,
-        workers=args.workers,
+        workers=settings.workers,
         max_inflight=max_inflight,
-        request_timeout_s=args.request_timeout,
-        drain_timeout_s=args.drain_timeout,
-        flush_interval_s=args.flush_interval,
+        request_timeout_s=settings.knobs.request_timeout_s,
+        drain_timeout_s=settings.knobs.drain_timeout_s,
+        flush_interval_s=settings.flush_interval_s,
         emit=_emit,
     )
     loop = asyncio.get_running_loop()
@@ -217,7 +150,7 @@ async def _send(args, pace, steps, run_tag: str, transport: Transport, max_infli
     # between-steps collection so those stay short.
     gc.collect()
     gc.freeze()
-    start_ns = args.start_at_ns or time.time_ns() + int(args.start_delay * 1e9)
+    start_ns = settings.start_at_ns or time.time_ns() + int(settings.start_delay_s * 1e9)
     _emit(
         {
             "event": "start",
@@ -237,7 +170,7 @@ async def _send(args, pace, steps, run_tag: str, transport: Transport, max_infli
     summary = await engine.run(start_ns)
     summary["run_tag"] = run_tag
     summary["wall_s"] = round(time.perf_counter() - wall_start, 3)
-    (args.out / f"_sender-w{args.worker}.json").write_text(json.dumps(summary, indent=2))
+    (settings.out / f"_sender-w{worker}.json").write_text(json.dumps(summary, indent=2))
     _emit({"event": "done", **summary})
     return 130 if summary["interrupted"] else 0
 

@@ -44,11 +44,23 @@ def non_negative(text: str) -> int:
 
 
 def positive_seconds(text: str) -> float:
-    """A duration above 0, finite (float('nan') and 'inf' parse, and would disable a timeout)."""
+    """A duration above 0, finite (float('nan') and 'inf' parse, and would disable a timeout);
+    a trailing `s` is allowed."""
     try:
-        value = float(text)
+        value = float(text.removesuffix("s"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration of 0 or more seconds, finite; a trailing `s` is allowed (`2` or `2s`)."""
+    try:
+        value = float(text.removesuffix("s"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds, 0 or more")
     return value

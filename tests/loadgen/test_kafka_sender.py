@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from evbench.shared.parquet import read_parts
-from evbench.shared.procs import Child
 from evbench.shared.records import KAFKA_ACK_STATUS, SENT_FIELDS
+from loadgen.settings import SenderSettings
 from suts.tansu import Tansu, create_topic
 
 pytestmark = pytest.mark.e2e
@@ -23,18 +22,13 @@ def test_a_burst_of_acks_is_read_across_polls_and_every_record_is_acked_once(tmp
     bootstrap = broker.start()
     try:
         create_topic(bootstrap, "burst", 2, 1)
-        child = Child(
-            "sender",
-            [
-                sys.executable, "-m", "loadgen",
-                "--target", f"kafka://{bootstrap}/burst",
-                "--pace", "1000:2",
-                "--out", str(tmp_path / "sent"),
-                "--start-delay", "0.2",
-                "--kafka-config", "linger.ms=300",
-            ],
-            tmp_path / "sender.log",
-        )  # fmt: skip
+        child = SenderSettings(
+            target=f"kafka://{bootstrap}/burst",
+            pace="1000:2",
+            out=tmp_path / "sent",
+            kafka_config=("linger.ms=300",),
+            start_delay_s=0.2,
+        ).start(tmp_path / "sender.log")
         step = child.wait_for("step_end", 60)
         done = child.wait_for("done", 60)
         assert child.wait(10) == 0

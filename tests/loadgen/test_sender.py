@@ -13,33 +13,22 @@ import pytest
 from evbench.shared.parquet import read_parts
 from evbench.shared.procs import Child
 from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from loadgen.settings import SenderSettings, SendKnobs
 from suts.faulty import BlackHole, SlowServer
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
 
 
-def _sender(tmp_path: Path, target: str, pace: str, *extra: str) -> Child:
-    return Child(
-        "sender",
-        [
-            sys.executable,
-            "-m",
-            "loadgen",
-            "--target",
-            target,
-            "--pace",
-            pace,
-            "--out",
-            str(tmp_path / "sent"),
-            "--step-gap",
-            "0.2",
-            "--start-delay",
-            "0.2",
-            *extra,
-        ],
-        tmp_path / "sender.log",
+def _sender(tmp_path: Path, target: str, pace: str, **knobs) -> Child:
+    settings = SenderSettings(
+        target=target,
+        pace=pace,
+        out=tmp_path / "sent",
+        knobs=SendKnobs(step_gap_s=0.2, **knobs),
+        start_delay_s=0.2,
     )
+    return settings.start(tmp_path / "sender.log")
 
 
 def _done(child: Child, timeout_s: float = 60) -> dict:
@@ -71,10 +60,8 @@ def test_stuck_target_cannot_slow_the_pace(tmp_path):
             tmp_path,
             f"http://127.0.0.1:{hole.port}/",
             "200:2",
-            "--max-inflight",
-            "50",
-            "--drain-timeout",
-            "0.5",
+            max_inflight=50,
+            drain_timeout_s=0.5,
         )
         done = _done(child)
         assert child.wait(10) == 0
@@ -97,7 +84,7 @@ def test_slow_answers_never_delay_a_slot(tmp_path):
     connections for them without holding up a slot, and every event is acked."""
     server = SlowServer(delay_s=2.0)
     try:
-        child = _sender(tmp_path, server.url, "500:4", "--drain-timeout", "10")
+        child = _sender(tmp_path, server.url, "500:4", drain_timeout_s=10.0)
         done = _done(child)
         assert child.wait(10) == 0
     finally:
@@ -150,7 +137,7 @@ def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
 
 
 def test_warmup_is_sent_first_and_marked(tmp_path, receiver):
-    child = _sender(tmp_path, receiver.url + "/", "100:1", "--warmup", "1s@50")
+    child = _sender(tmp_path, receiver.url + "/", "100:1", warmup="1s@50")
     done = _done(child)
     assert child.wait(10) == 0
     rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()

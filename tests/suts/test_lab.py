@@ -23,6 +23,7 @@ from evbench.shared.records import (
     SENT_FIELDS,
 )
 from loadgen.pace import resolve_pace
+from loadgen.settings import SendKnobs
 from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings
 from tests.conftest import wait_until
 
@@ -31,12 +32,12 @@ pytestmark = pytest.mark.e2e
 PACE = "50:3"
 
 
-def _opts(tmp_path: Path, pace: str = PACE, **kwargs) -> RunOptions:
+def _opts(tmp_path: Path, pace: str = PACE, decoy_every: int = 0, **kwargs) -> RunOptions:
     lab = kwargs.pop("lab", LabSettings(partitions=8))
     return RunOptions(
         pace=resolve_pace(pace),
         runs_dir=tmp_path / "runs",
-        step_gap_s=0.5,
+        send=SendKnobs(step_gap_s=0.5, decoy_every=decoy_every),
         grace_s=3.0,
         lab=lab,
         lag_interval_s=1.0,

@@ -1,0 +1,247 @@
+"""What shapes one sender process, in one place: the fields with their defaults, the flags with
+their help, and the argv that carries them to `python -m loadgen`.
+
+`evbench send` and `python -m loadgen` parse these flags; `evbench run` offers the knobs (the
+subset a user tunes per run) under the same names, and starts its sender with `command()`; the
+benchmarks and the tests start senders the same way, so no flag is spelled twice and a value
+that parses in one place parses in all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from evbench.shared.argtypes import at_least_one, non_negative, positive_seconds, seconds
+from evbench.shared.procs import Child
+
+
+@dataclass(frozen=True)
+class SendKnobs:
+    """The sending knobs `evbench run` and `evbench send` share; all of them land in run.json."""
+
+    payload_bytes: int = 8192
+    step_gap_s: float = 2.0
+    warmup: str | None = None  # DURATION@RATE, e.g. 10s@100
+    max_inflight: int = 4096
+    request_timeout_s: float = 30.0
+    drain_timeout_s: float = 10.0
+    decoy_every: int = 0
+
+
+@dataclass(frozen=True)
+class SenderSettings:
+    """One sender process: where it sends, what pace, where its records go, and how."""
+
+    target: str  # http(s)://... or kafka://host:port/topic
+    pace: str  # a pace name from paces/ or an inline spec; the sender resolves it
+    out: Path
+    knobs: SendKnobs = field(default_factory=SendKnobs)
+    kafka_config: tuple[str, ...] = ()  # KEY=VALUE producer settings for kafka:// targets
+    run_tag: str | None = None
+    start_at_ns: int | None = None
+    start_delay_s: float = 0.5
+    flush_interval_s: float = 1.0
+    worker: int = 0
+    workers: int = 1
+
+    def argv(self) -> list[str]:
+        """The flags that make `python -m loadgen` parse back exactly these settings."""
+        args: list[str] = []
+        for name, flag, _ in _FLAGS:
+            value = _get(self, name)
+            if name == "kafka_config":
+                for item in value:
+                    args += [flag, item]
+            elif value is not None:
+                args += [flag, str(value)]
+        return args
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "loadgen", *self.argv()]
+
+    def start(self, log: Path, name: str = "sender") -> Child:
+        """The one way a sender process is started (runner, benchmarks, tests)."""
+        return Child(name, self.command(), log)
+
+
+# (field, flag, argparse keywords): the one place a sender flag is spelled. Knob fields are
+# named `knobs.<name>`. Defaults come from the dataclasses above.
+_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    (
+        "target",
+        "--target",
+        dict(
+            required=True,
+            help="ingress URL, e.g. http://127.0.0.1:8080/, or kafka://host:port/topic to "
+            "produce records straight to a topic",
+        ),
+    ),
+    (
+        "pace",
+        "--pace",
+        dict(required=True, help="pace name from paces/ or a spec like 500:10,1000:10"),
+    ),
+    ("out", "--out", dict(type=Path, required=True, help="directory for sent/*.parquet")),
+    (
+        "knobs.decoy_every",
+        "--decoy-every",
+        dict(
+            type=non_negative,
+            metavar="N",
+            help="every Nth event gets a type no trigger matches, to test filters "
+            "(default %(default)s: none)",
+        ),
+    ),
+    (
+        "kafka_config",
+        "--kafka-config",
+        dict(
+            action="append",
+            metavar="KEY=VALUE",
+            help="producer setting for kafka:// targets (repeatable), e.g. linger.ms=0",
+        ),
+    ),
+    ("run_tag", "--run-tag", dict(help="prefix of event ids (default: random)")),
+    (
+        "knobs.payload_bytes",
+        "--payload-bytes",
+        dict(type=at_least_one, help="event payload size in bytes (default %(default)s)"),
+    ),
+    (
+        "knobs.step_gap_s",
+        "--step-gap",
+        dict(
+            type=seconds,
+            metavar="S",
+            help="pause between steps, where the sender collects garbage (default %(default)s)",
+        ),
+    ),
+    (
+        "knobs.warmup",
+        "--warmup",
+        dict(
+            metavar="DURATION@RATE",
+            help="warm the system first, e.g. 10s@100; marked in the records, not counted",
+        ),
+    ),
+    (
+        "knobs.max_inflight",
+        "--max-inflight",
+        dict(
+            type=at_least_one,
+            help="unanswered-request cap; slots over it are recorded as failures "
+            "(default %(default)s)",
+        ),
+    ),
+    (
+        "knobs.request_timeout_s",
+        "--request-timeout",
+        dict(
+            type=positive_seconds,
+            metavar="S",
+            help="per-request timeout (default %(default)s)",
+        ),
+    ),
+    (
+        "knobs.drain_timeout_s",
+        "--drain-timeout",
+        dict(
+            type=seconds,
+            metavar="S",
+            help="after the last slot, wait this long for answers (default %(default)s)",
+        ),
+    ),
+    (
+        "start_at_ns",
+        "--start-at-ns",
+        dict(type=int, help="epoch ns of the schedule start (lets several workers share one)"),
+    ),
+    (
+        "start_delay_s",
+        "--start-delay",
+        dict(
+            type=seconds,
+            metavar="S",
+            help="without --start-at-ns, start this long after launch (default %(default)s)",
+        ),
+    ),
+    (
+        "flush_interval_s",
+        "--flush-interval",
+        dict(
+            type=positive_seconds,
+            metavar="S",
+            help="seconds between record flushes (default %(default)s)",
+        ),
+    ),
+    ("worker", "--worker", dict(type=non_negative, help="this worker's index (default 0)")),
+    (
+        "workers",
+        "--workers",
+        dict(type=at_least_one, help="workers sharing the pace (default %(default)s)"),
+    ),
+)
+
+KNOB_FIELDS = tuple(f.name for f in fields(SendKnobs))
+
+
+def _get(settings: SenderSettings, name: str) -> Any:
+    if name.startswith("knobs."):
+        return getattr(settings.knobs, name.removeprefix("knobs."))
+    return getattr(settings, name)
+
+
+def _default(name: str) -> Any:
+    if name.startswith("knobs."):
+        return getattr(SendKnobs(), name.removeprefix("knobs."))
+    if name == "kafka_config":
+        return None  # argparse appends to a fresh list
+    spec = {f.name: f for f in fields(SenderSettings)}[name]
+    return spec.default
+
+
+def _options(name: str, flag: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    options = {**kwargs, "dest": name.replace(".", "__")}
+    if "action" not in options:
+        options.setdefault("metavar", flag.removeprefix("--").upper().replace("-", "_"))
+    if not options.get("required"):
+        options["default"] = _default(name)
+    return options
+
+
+def _dest(name: str) -> str:
+    return name.replace(".", "__")
+
+
+def add_sender_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every flag of one sender process (`evbench send`, `python -m loadgen`)."""
+    for name, flag, kwargs in _FLAGS:
+        parser.add_argument(flag, **_options(name, flag, kwargs))
+
+
+def add_knob_arguments(parser: argparse.ArgumentParser) -> None:
+    """The knobs only (`evbench run`, which picks target, pace and output itself)."""
+    for name, flag, kwargs in _FLAGS:
+        if name.startswith("knobs."):
+            parser.add_argument(flag, **_options(name, flag, kwargs))
+
+
+def knobs_from_args(args: argparse.Namespace) -> SendKnobs:
+    return SendKnobs(**{n: getattr(args, _dest("knobs." + n)) for n in KNOB_FIELDS})
+
+
+def settings_from_args(args: argparse.Namespace) -> SenderSettings:
+    values = {
+        name: getattr(args, _dest(name)) for name, _, _ in _FLAGS if not name.startswith("knobs.")
+    }
+    values["kafka_config"] = tuple(values["kafka_config"] or ())
+    return SenderSettings(**values, knobs=knobs_from_args(args))
+
+
+def with_knobs(settings: SenderSettings, **changes: Any) -> SenderSettings:
+    """A copy with some knobs changed (benchmarks and tests tune one or two)."""
+    return replace(settings, knobs=replace(settings.knobs, **changes))
