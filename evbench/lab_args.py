@@ -5,20 +5,9 @@ from __future__ import annotations
 import argparse
 
 from evbench.shared.argtypes import at_least_one, non_negative, port_number
-from suts.lab import DEFAULT_TRIGGER, LOCAL_SUTS, SUTS, LabSettings
+from suts.lab import DEFAULT_TRIGGER, LOCAL_SUTS, SUTS, LabSettings, sut_help
 
-SUT_HELP = """\
-systems under test (--sut; default: all six local ones in turn, each started fresh):
-  direct         sender -> receiver (the instruments' own floor)
-  channel-imc    HTTP ingress -> in-memory queue -> dispatcher -> receiver
-  broker-imc     broker ingress -> in-memory channel -> trigger filter -> receiver
-  channel-kafka  HTTP ingress -> Kafka topic -> consumer-group dispatcher -> receiver
-  broker-kafka   as channel-kafka, with the trigger filter in the dispatcher
-  source-kafka   sender produces Kafka records -> source adapter -> receiver
-  external       your system: --ingress URL (or --kafka-bootstrap and --topic); subscribe it
-                 to the receiver, which listens on --receiver-host/--receiver-port
-Kafka SUTs start a fresh Tansu broker (memory storage) unless --kafka-bootstrap is given.
-"""
+SUT_HELP = sut_help()
 
 
 def sut_list(text: str) -> tuple[str, ...]:

@@ -33,7 +33,7 @@ from evbench.shared.records import RUN_JSON_VERSION
 from loadgen.pace import Pace, parse_warmup
 from loadgen.settings import SenderSettings, SendKnobs
 from receivers.limits import Limits
-from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut
+from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut, make_sut
 from suts.lag import ConsumerLagSampler
 
 _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
@@ -242,7 +242,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     client = httpx.Client(timeout=2.0)
     receiver: Child | None = None
     sender: Child | None = None
-    sut = Sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host)
+    sut = make_sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host)
     lag: ConsumerLagSampler | None = None
     grace: dict = {}
 
@@ -272,8 +272,8 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                 limits=receiver_limits(opts.send.payload_bytes),
             )
             sampler.watch("receiver", receiver.pid)
-            if opts.sut == "external":
-                echo(f"receiver listening at {base_url}/ : point your subscription there")
+            if (message := sut.start_message(f"{base_url}/")) is not None:
+                echo(message)
             target = sut.start(f"{base_url}/")
             for role, pid in sut.processes().items():
                 sampler.watch(role, pid)

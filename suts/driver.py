@@ -1,0 +1,226 @@
+"""What every system under test shares: its settings and the lifecycle of its processes.
+
+    sut = make_sut("broker-imc", settings, logs_dir, run_id)   # suts/lab.py
+    target = sut.start(subscriber_url)   # fresh processes; the URL (or kafka://) to send to
+    ready = sut.wait_ready()             # e.g. consumer-group assignment, with its wait
+    sut.processes()                      # role -> pid, for the resource sampler
+    sut.stop()                           # by pid; returns each component's final counters
+    sut.describe()                       # settings that change results, into run.json
+
+A driver (suts/drivers.py) only says which components to start and how they connect (`_start`);
+starting, readiness, sampling, stopping and describing are here, the same for all of them. Every
+process is started fresh for a run and stopped after it, as the 2019 runs recreated the data
+plane and Kafka between tests. Components start from the subscriber end, so each one's
+downstream already listens when it starts.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import httpx
+
+from evbench.shared.errors import EvbenchError
+from evbench.shared.procs import Child
+from evbench.shared.records import EVENT_TYPE, WARMUP_EVENT_TYPE
+from suts.tansu import Tansu, create_topic
+
+# The trigger of the broker SUTs: Knative's exact attribute match, any of these alternatives.
+# Warmup events pass so they warm the whole path; decoys (DECOY_EVENT_TYPE) do not.
+DEFAULT_TRIGGER = (f"type={EVENT_TYPE}", f"type={WARMUP_EVENT_TYPE}")
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """Everything that changes results; all of it is recorded in run.json."""
+
+    partitions: int = 100
+    replication: int = 1
+    concurrency: int = 256
+    retries: int = 3
+    backoff_ms: float = 100.0
+    delivery_timeout_s: float = 30.0
+    queue_limit: int = 100_000
+    max_pending: int = 10_000
+    # Producer/consumer settings on top of librdkafka's defaults. A 6 s session timeout gets
+    # the group assigned in ~3 s on Tansu (the 45 s default takes ~23 s); acks=all as Knative.
+    # Tansu does not answer a waiting fetch when records arrive, as Kafka does, but only at
+    # fetch.wait.max.ms: at the 500 ms default that added ~200-400 ms to every delivery
+    # (measured), an artifact of the local broker, so the wait is capped at 50 ms.
+    producer: tuple[str, ...] = ("acks=all", "linger.ms=5")
+    consumer: tuple[str, ...] = (
+        "fetch.wait.max.ms=50",
+        "session.timeout.ms=6000",
+        "heartbeat.interval.ms=1000",
+        "auto.offset.reset=earliest",
+        "enable.auto.commit=false",
+    )
+    trigger: tuple[str, ...] = DEFAULT_TRIGGER
+    kafka_bootstrap: str | None = None  # a real Kafka instead of a fresh Tansu
+    ingress: str | None = None  # external: where the sender sends (HTTP)
+    topic: str | None = None  # external: produce to this topic on --kafka-bootstrap
+    ready_timeout_s: float = 120.0
+
+
+@dataclass
+class Started:
+    child: Child
+    url: str
+
+
+class Sut:
+    """One system under test. A driver sets the class attributes and implements `_start`."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line of `evbench run --help`
+    topology: ClassVar[str]  # the path an event takes, for run.json and the report
+    local: ClassVar[bool] = True  # part of the default matrix (`evbench run` without --sut)
+    kafka: ClassVar[bool] = False  # runs on a Kafka topic: lag is sampled, the broker described
+    settings_shape_results: ClassVar[bool] = True  # LabSettings go into run.json
+
+    def __init__(self, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
+        self.settings = settings
+        self.logs = logs
+        self.run_id = run_id
+        self.host = host
+        self.components: dict[str, Started] = {}
+        self.broker: Tansu | None = None
+        self.bootstrap: str | None = None
+        self.topic: str | None = None
+        self.group: str | None = None
+        self.readiness: dict = {}
+        self.final_stats: dict = {}
+
+    # what a driver decides
+    def _start(self, subscriber: str) -> str:
+        """Start the components; return where the sender sends."""
+        raise NotImplementedError
+
+    def start_message(self, receiver_url: str) -> str | None:
+        """A line for the user before the system starts, if they have something to do."""
+        return None
+
+    # lifecycle
+    def start(self, subscriber: str) -> str:
+        try:
+            return self._start(subscriber)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _delivery_args(self) -> list[str]:
+        s = self.settings
+        return [
+            "--concurrency", str(s.concurrency),
+            "--retries", str(s.retries),
+            "--backoff-ms", str(s.backoff_ms),
+            "--timeout", str(s.delivery_timeout_s),
+        ]  # fmt: skip
+
+    def _match_args(self) -> list[str]:
+        return [arg for spec in self.settings.trigger for arg in ("--match", spec)]
+
+    def _kafka_topic(self) -> None:
+        """A topic of the run's own on a fresh Tansu broker (or on --kafka-bootstrap)."""
+        s = self.settings
+        if s.kafka_bootstrap:
+            self.bootstrap = s.kafka_bootstrap
+        else:
+            self.broker = Tansu(self.logs / "tansu.log", self.host)
+            self.bootstrap = self.broker.start()
+        self.topic = f"evbench-{self.run_id}-{self.name}"
+        self.group = f"evbench-{self.run_id}-{self.name}"
+        create_topic(self.bootstrap, self.topic, s.partitions, s.replication)
+
+    def _component(self, role: str, kind: str, *args: str) -> str:
+        """Start one `python -m suts <kind>` process; its URL once it listens."""
+        child = Child(
+            role,
+            [sys.executable, "-m", "suts", kind, "--host", self.host, "--port", "0", *args],
+            self.logs / f"{role}.log",
+        )
+        self.components[role] = Started(child, "")
+        try:
+            listening = child.wait_for("listening", 30)
+        except (TimeoutError, RuntimeError) as exc:
+            raise EvbenchError(f"{self.name} {role} did not start: {exc}\n{child.tail()}") from None
+        url = f"http://{self.host}:{listening['port']}/"
+        self.components[role].url = url
+        return url
+
+    def wait_ready(self) -> dict:
+        """Block until every component answers /ready (a consumer has its partitions)."""
+        started = time.monotonic()
+        deadline = started + self.settings.ready_timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            for role, part in self.components.items():
+                while True:
+                    if not part.child.alive():
+                        raise EvbenchError(
+                            f"{self.name} {role} exited before it was ready:\n{part.child.tail()}"
+                        )
+                    try:
+                        answer = client.get(part.url + "ready")
+                        if answer.status_code == 200:
+                            self.readiness[role] = answer.json()
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() > deadline:
+                        raise EvbenchError(
+                            f"{self.name} {role} not ready after "
+                            f"{self.settings.ready_timeout_s:g} s; see {part.child.log_path}"
+                        )
+                    time.sleep(0.1)
+        self.readiness["waited_s"] = round(time.monotonic() - started, 3)
+        return self.readiness
+
+    def processes(self) -> dict[str, int]:
+        pids = {role: part.child.pid for role, part in self.components.items()}
+        if self.broker is not None and self.broker.pid is not None:
+            pids["kafka"] = self.broker.pid
+        return pids
+
+    def dead(self) -> list[str]:
+        """Components that exited while they should be running."""
+        return [role for role, part in self.components.items() if not part.child.alive()]
+
+    def stop(self) -> dict:
+        # Ingress first, so traffic stops at the door; then downstream in turn.
+        for role, part in reversed(list(self.components.items())):
+            part.child.stop()
+            self.final_stats[role] = part.child.final_report(timeout_s=2)
+        if self.broker is not None:
+            self.broker.stop()
+        return self.final_stats
+
+    def lag_target(self) -> tuple[str, str, str] | None:
+        if self.kafka and self.bootstrap and self.topic and self.group:
+            return self.bootstrap, self.group, self.topic
+        return None
+
+    def describe(self) -> dict:
+        doc: dict = {"topology": self.topology}
+        if self.settings_shape_results:
+            doc["settings"] = asdict(self.settings)
+        if self.kafka or self.bootstrap:
+            doc["kafka"] = {
+                "bootstrap": self.bootstrap,
+                "broker": (
+                    f"Tansu {self.broker.binary} (memory storage, fresh for this run)"
+                    if self.broker
+                    else "given with --kafka-bootstrap"
+                ),
+                "topic": self.topic,
+                "group": self.group,
+            }
+        doc["components"] = {
+            role: {"url": part.url, "pid": part.child.pid} for role, part in self.components.items()
+        }
+        doc["readiness"] = self.readiness
+        doc["final_stats"] = self.final_stats
+        return doc

@@ -1,0 +1,142 @@
+"""One driver per system under test: which components it starts and how they connect.
+
+Adding a system is one class here and one line in suts/lab.py's registry; the CLI's choices and
+help, run.json's topology and the default matrix follow from it.
+"""
+
+from __future__ import annotations
+
+from evbench.shared.errors import EvbenchError
+from suts.driver import Sut
+
+
+class Direct(Sut):
+    name = "direct"
+    summary = "sender -> receiver (the instruments' own floor)"
+    topology = "sender -> receiver"
+    settings_shape_results = False
+
+    def _start(self, subscriber: str) -> str:
+        return subscriber
+
+
+class ChannelImc(Sut):
+    name = "channel-imc"
+    summary = "HTTP ingress -> in-memory queue -> dispatcher -> receiver"
+    topology = "sender -> imc-channel (queue, dispatcher) -> receiver"
+
+    def _start(self, subscriber: str) -> str:
+        return self._channel("channel", subscriber)
+
+    def _channel(self, role: str, subscriber: str) -> str:
+        return self._component(
+            role,
+            "imc-channel",
+            "--subscriber", subscriber,
+            "--queue-limit", str(self.settings.queue_limit),
+            *self._delivery_args(),
+        )  # fmt: skip
+
+
+class BrokerImc(ChannelImc):
+    name = "broker-imc"
+    summary = "broker ingress -> in-memory channel -> trigger filter -> receiver"
+    topology = "sender -> broker-ingress -> imc-channel -> trigger-filter -> receiver"
+
+    def _start(self, subscriber: str) -> str:
+        trigger = self._component(
+            "filter",
+            "trigger-filter",
+            "--subscriber", subscriber,
+            *self._match_args(),
+            *self._delivery_args(),
+        )  # fmt: skip
+        channel = self._channel("channel", trigger)
+        timeout = str(self.settings.delivery_timeout_s)
+        return self._component(
+            "ingress", "broker-ingress", "--channel", channel, "--timeout", timeout
+        )
+
+
+class _KafkaSut(Sut):
+    """A topic of its own, a consumer-group dispatcher to the receiver, and a way in."""
+
+    kafka = True
+    dispatch_mode = "channel"  # or "source": the dispatcher adapts records to CloudEvents
+    filters = False  # the dispatcher applies the trigger (a Kafka broker)
+
+    def _start(self, subscriber: str) -> str:
+        s = self.settings
+        self._kafka_topic()
+        consumer = [
+            arg
+            for kv in (*s.consumer, f"group.id={self.group}", f"bootstrap.servers={self.bootstrap}")
+            for arg in ("--consumer", kv)
+        ]
+        self._component(
+            "dispatcher",
+            "kafka-dispatcher",
+            "--topic", self.topic or "",
+            "--subscriber", subscriber,
+            "--mode", self.dispatch_mode,
+            *consumer,
+            "--max-pending", str(s.max_pending),
+            *self._delivery_args(),
+            *(self._match_args() if self.filters else []),
+        )  # fmt: skip
+        return self._ingress()
+
+    def _ingress(self) -> str:
+        producer = [
+            arg
+            for kv in (*self.settings.producer, f"bootstrap.servers={self.bootstrap}")
+            for arg in ("--producer", kv)
+        ]
+        return self._component("ingress", "kafka-ingress", "--topic", self.topic or "", *producer)
+
+
+class ChannelKafka(_KafkaSut):
+    name = "channel-kafka"
+    summary = "HTTP ingress -> Kafka topic -> consumer-group dispatcher -> receiver"
+    topology = "sender -> kafka-ingress -> topic -> kafka-dispatcher -> receiver"
+
+
+class BrokerKafka(_KafkaSut):
+    name = "broker-kafka"
+    summary = "as channel-kafka, with the trigger filter in the dispatcher"
+    topology = "sender -> kafka-ingress -> topic -> kafka-dispatcher (trigger filter) -> receiver"
+    filters = True
+
+
+class SourceKafka(_KafkaSut):
+    name = "source-kafka"
+    summary = "sender produces Kafka records -> source adapter -> receiver"
+    topology = "sender (Kafka producer) -> topic -> kafka-dispatcher (source adapter) -> receiver"
+    dispatch_mode = "source"
+
+    def _ingress(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.topic}"  # the sender produces to the topic
+
+
+class External(Sut):
+    name = "external"
+    summary = (
+        "your system: --ingress URL (or --kafka-bootstrap and --topic); subscribe it\n"
+        "to the receiver, which listens on --receiver-host/--receiver-port"
+    )
+    topology = "sender -> your system -> receiver"
+    local = False
+
+    def start_message(self, receiver_url: str) -> str | None:
+        return f"receiver listening at {receiver_url} : point your subscription there"
+
+    def _start(self, subscriber: str) -> str:
+        s = self.settings
+        if s.ingress:
+            return s.ingress
+        if s.kafka_bootstrap and s.topic:
+            self.bootstrap, self.topic = s.kafka_bootstrap, s.topic
+            return f"kafka://{s.kafka_bootstrap}/{s.topic}"
+        raise EvbenchError(
+            "--sut external needs --ingress URL, or --kafka-bootstrap HOST:PORT with --topic"
+        )

@@ -1,0 +1,49 @@
+"""The lab's registry: every name, help line and topology derives from one driver class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evbench.shared.errors import EvbenchError
+from suts.driver import Sut
+from suts.lab import DRIVERS, KAFKA_SUTS, LOCAL_SUTS, SUTS, LabSettings, make_sut, sut_help
+
+
+def test_the_matrix_is_the_six_local_systems_in_order():
+    assert LOCAL_SUTS == (
+        "direct",
+        "channel-imc",
+        "broker-imc",
+        "channel-kafka",
+        "broker-kafka",
+        "source-kafka",
+    )
+    assert (*LOCAL_SUTS, "external") == SUTS
+    assert KAFKA_SUTS == ("channel-kafka", "broker-kafka", "source-kafka")
+
+
+@pytest.mark.parametrize("name", SUTS)
+def test_every_driver_is_complete_and_named_once(name):
+    driver = DRIVERS[name]
+    assert issubclass(driver, Sut) and driver.name == name
+    assert driver._start is not Sut._start, f"{name} does not say what it starts"
+    assert driver.summary and driver.topology
+    assert f"  {name} " in sut_help()
+    sut = make_sut(name, LabSettings(), Path("logs"), "r1")
+    assert type(sut) is driver and sut.describe()["topology"] == driver.topology
+
+
+def test_an_unknown_system_is_named_with_the_choices():
+    with pytest.raises(EvbenchError, match="unknown SUT 'kafka': choose from direct, channel-imc"):
+        make_sut("kafka", LabSettings(), Path("logs"), "r1")
+
+
+def test_external_without_a_way_in_says_what_it_needs(tmp_path):
+    sut = make_sut("external", LabSettings(), tmp_path, "r1")
+    with pytest.raises(EvbenchError, match="--ingress URL, or --kafka-bootstrap"):
+        sut.start("http://127.0.0.1:1/")
+    kafka = make_sut("external", LabSettings(kafka_bootstrap="k:9092", topic="t"), tmp_path, "r1")
+    assert kafka.start("http://127.0.0.1:1/") == "kafka://k:9092/t"
+    assert kafka.lag_target() is None  # not a lab topic: its group is the user's
