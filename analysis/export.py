@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from analysis.digests import CUMULATIVE_CENTROIDS
 from analysis.transforms import trailing_throughput
+from evbench.shared.layout import SutDir
 
 # File prefix -> (column of the running line, quantile).
 CUMULATIVE_FILES = {
@@ -126,7 +127,7 @@ def _cumulative_files(lines: DataFrame) -> dict[str, DataFrame]:
 
 def export_knative(events: DataFrame, dirs: dict[str, Path]) -> None:
     """Write every SUT's two-column files (`dirs`: sut key -> SUT directory)."""
-    targets = {key: path / "analysis" / "knative" for key, path in dirs.items()}
+    targets = {key: SutDir(path).knative_export for key, path in dirs.items()}
     for target in targets.values():
         target.mkdir(parents=True, exist_ok=True)
     # Six files read the running lines: computed once.

@@ -63,6 +63,7 @@ from analysis.verdicts import (
 )
 from evbench.shared.errors import EvbenchError
 from evbench.shared.formulas import achieved_rate_per_s
+from evbench.shared.layout import SutDir
 from evbench.shared.parquet import check_parts, part_files
 from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
@@ -107,9 +108,10 @@ def sut_dirs(path: Path) -> list[Path]:
     """A SUT directory itself, or every SUT directory of a run directory."""
     if not path.exists():
         raise EvbenchError(f"{path}: no such directory")
-    if (path / "run.json").is_file():
+    if SutDir(path).run_json.is_file():
         return [path]
-    found = sorted(p.parent for p in path.glob("*/run.json"))
+    children = path.iterdir() if path.is_dir() else ()
+    found = sorted(p for p in children if SutDir(p).run_json.is_file())
     if not found:
         raise EvbenchError(
             f"{path}: neither a SUT directory (run.json) nor a run with SUT directories"
@@ -121,14 +123,14 @@ def never_started(sut_dir: Path) -> bool:
     """A SUT directory whose sender never started (say, the SUT failed to come up): no schedule
     start in run.json and no sent records."""
     try:
-        run = json.loads((sut_dir / "run.json").read_text())
+        run = json.loads(SutDir(sut_dir).run_json.read_text())
     except (OSError, ValueError):
         return False  # unreadable: let read_run_json name the problem
-    return not _recorded_start_ns(run) and not part_files(sut_dir / "sent")
+    return not _recorded_start_ns(run) and not part_files(SutDir(sut_dir).sent)
 
 
 def read_run_json(sut_dir: Path) -> dict:
-    path = sut_dir / "run.json"
+    path = SutDir(sut_dir).run_json
     try:
         run = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -146,14 +148,15 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     """Everything analysis needs from a SUT directory, checked without Spark (seconds saved on
     a bad path, and the error names the file)."""
     run = read_run_json(sut_dir)
-    sent = tuple(check_parts(sut_dir / "sent", SENT_FIELDS))
-    received = tuple(check_parts(sut_dir / "received", RECEIVED_FIELDS))
+    layout = SutDir(sut_dir)
+    sent = tuple(check_parts(layout.sent, SENT_FIELDS))
+    received = tuple(check_parts(layout.received, RECEIVED_FIELDS))
     start_ns, source = _recorded_start_ns(run), "run.json"
     if not start_ns and sent:
         start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
     if not start_ns:
         raise EvbenchError(
-            f"{sut_dir / 'run.json'}: no schedule start and no sent records: the sender never "
+            f"{layout.run_json}: no schedule start and no sent records: the sender never "
             "started, nothing to analyse"
         )
     return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
@@ -224,15 +227,13 @@ def analyze(
 
     summaries = []
     for key, path in dirs.items():
-        out = path / "analysis"
-        out.mkdir(exist_ok=True)
-        _write_table(
-            out / "metrics.parquet", sorted(metrics.get(key, []), key=lambda r: r["second"])
-        )
+        out = SutDir(path)
+        out.analysis.mkdir(exist_ok=True)
+        _write_table(out.metrics_parquet, sorted(metrics.get(key, []), key=lambda r: r["second"]))
         mine = points.filter(pc.equal(points.column("sut"), key)).drop_columns(["sut"])
-        pq.write_table(mine.sort_by("t_ns"), out / "points.parquet")
+        pq.write_table(mine.sort_by("t_ns"), out.points_parquet)
         _write_table(
-            out / "cumulative.parquet",
+            out.cumulative_parquet,
             sorted(cumulative.get(key, []), key=lambda r: (r["metric"], r["second"])),
         )
         summary = _summary(
@@ -243,8 +244,8 @@ def analyze(
             {(m, st): d for (k, m, st), d in step_sketch.items() if k == key},
             e2e_points.get(key, []),
         )
-        _write_steps_csv(out / "steps.csv", summary["steps"])
-        (out / "summary.json").write_text(strict_json(summary) + "\n")
+        _write_steps_csv(out.steps_csv, summary["steps"])
+        out.summary_json.write_text(strict_json(summary) + "\n")
         echo(_headline(summary))
         summaries.append(summary)
     return summaries
@@ -302,7 +303,7 @@ def _write_digests(seconds: DataFrame, dirs: dict[str, Path]) -> None:
             "overwrite"
         ).parquet(str(staging / "all"))
         for key, path in dirs.items():
-            target = path / "analysis" / "digests.parquet"
+            target = SutDir(path).digests_parquet
             target.parent.mkdir(exist_ok=True)
             if target.exists():
                 shutil.rmtree(target)

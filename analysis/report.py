@@ -29,6 +29,7 @@ from analysis.figures import (
 )
 from analysis.verdicts import verdict_text
 from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import SutDir, analysed_summaries, run_index_html
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
@@ -85,11 +86,11 @@ def _figure_html(figure, div_id: str) -> str:
     return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id)
 
 
-def _load(analysis_dir: Path) -> tuple[dict, list[dict], list[dict], list[dict]]:
-    summary = json.loads((analysis_dir / "summary.json").read_text())
-    metrics = pq.read_table(analysis_dir / "metrics.parquet").to_pylist()
-    cumulative = pq.read_table(analysis_dir / "cumulative.parquet").to_pylist()
-    points = pq.read_table(analysis_dir / "points.parquet").to_pylist()
+def _load(layout: SutDir) -> tuple[dict, list[dict], list[dict], list[dict]]:
+    summary = json.loads(layout.summary_json.read_text())
+    metrics = pq.read_table(layout.metrics_parquet).to_pylist()
+    cumulative = pq.read_table(layout.cumulative_parquet).to_pylist()
+    points = pq.read_table(layout.points_parquet).to_pylist()
     return summary, metrics, cumulative, points
 
 
@@ -195,20 +196,21 @@ def _samples(directory: Path, prefix: str) -> list[dict]:
 
 def _resources_html(sut_dir: Path) -> str:
     """Process samples (and consumer lag), when the run recorded them (imports have none)."""
-    samples = sut_dir / "samples"
-    processes = _samples(samples, "processes")
+    layout = SutDir(sut_dir)
+    processes = _samples(layout.samples, "processes")
     if not processes:
         return ""
-    lag = _samples(samples / "consumer-lag", "lag")
-    run = json.loads((sut_dir / "run.json").read_text())
+    lag = _samples(layout.consumer_lag, "lag")
+    run = json.loads(layout.run_json.read_text())
     start_ns = (run.get("schedule") or {}).get("start_ns") or min(r["t_ns"] for r in processes)
     figure = resource_samples(processes, lag, start_ns, "Processes of the run")
     return "<h2>Resources</h2>" + _figure_html(figure, "resources")
 
 
 def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
-    analysis_dir = sut_dir / "analysis"
-    summary, metrics, cumulative, points = _load(analysis_dir)
+    layout = SutDir(sut_dir)
+    analysis_dir = layout.analysis
+    summary, metrics, cumulative, points = _load(layout)
     runs_root = runs_root or sut_dir.parent.parent
     name = f"{summary['run_id']} · {summary['sut']} · {summary['pace']}"
     six = six_series(
@@ -238,7 +240,7 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
         + html.escape(json.dumps(summary["thresholds"], indent=2))
         + "</pre>"
     )
-    path = analysis_dir / "report.html"
+    path = layout.report_html
     path.write_text(_page(name, plotly_js(runs_root), analysis_dir, body))
     return path
 
@@ -248,10 +250,11 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     runs_root = run_dir.parent
     rows, graphs, summaries = [], [], []
     for sut_dir in sut_dirs:
-        summary, metrics, cumulative, _ = _load(sut_dir / "analysis")
+        layout = SutDir(sut_dir)
+        summary, metrics, cumulative, _ = _load(layout)
         summaries.append(summary)
         counts = summary["counts"]
-        link = _href(sut_dir / "analysis" / "report.html", run_dir)
+        link = _href(layout.report_html, run_dir)
         rows.append(
             f"<tr class='{_verdict_class(summary)}'>"
             f"<td class='text'><a href='{link}'>{_cell(summary['sut'])}</a></td>"
@@ -278,7 +281,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         + "".join(graphs)
         + "</div>"
     )
-    path = run_dir / "index.html"
+    path = run_index_html(run_dir)
     path.write_text(_page(run_dir.name, plotly_js(runs_root), run_dir, body))
     return path
 
@@ -287,7 +290,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[dict]:
     """One row per (run, SUT) from each analysed summary.json."""
     rows = []
     for run_dir in run_dirs:
-        summaries = sorted(run_dir.glob("*/analysis/summary.json"))
+        summaries = analysed_summaries(run_dir)
         if not summaries:
             raise EvbenchError(
                 f"{run_dir}: no analysed SUTs; run `evbench analyze {run_dir}` first"
@@ -307,7 +310,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[dict]:
                     "p9999_is_max": e2e["p9999_is_max"],
                     "send_failures": summary["counts"]["send_failures"],
                     "lost": summary["counts"]["lost"],
-                    "report": path.parent / "report.html",
+                    "report": SutDir(path.parent.parent).report_html,
                 }
             )
     return rows

@@ -281,9 +281,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
                 ready = sut.wait_ready()
                 echo(f"{opts.sut} ready after {ready['waited_s']:g} s: {_ready_text(ready)}")
             if (where := sut.lag_target()) is not None:
-                lag = ConsumerLagSampler(
-                    *where, sut_dir.samples / "consumer-lag", opts.lag_interval_s
-                )
+                lag = ConsumerLagSampler(*where, sut_dir.consumer_lag, opts.lag_interval_s)
                 lag.start()
             sender = _sender_settings(opts, sut_dir, target).start(sut_dir.logs / "sender.log")
             interrupts.sender = sender

@@ -1,6 +1,8 @@
-"""Where a run's files live.
+"""Where a run's files live; every reader and writer asks here.
 
-runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/, logs/}
+runs/<run-id>-<pace>/index.html
+runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/], logs/,
+                            analysis/{summary.json, metrics.parquet, ..., report.html, knative/}}
 """
 
 from __future__ import annotations
@@ -34,8 +36,62 @@ class SutDir:
         return self.root / "samples"
 
     @property
+    def consumer_lag(self) -> Path:
+        return self.samples / "consumer-lag"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
+
+    # what `evbench analyze` writes (raw files are never edited)
+    @property
+    def analysis(self) -> Path:
+        return self.root / "analysis"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.analysis / "summary.json"
+
+    @property
+    def metrics_parquet(self) -> Path:
+        return self.analysis / "metrics.parquet"
+
+    @property
+    def cumulative_parquet(self) -> Path:
+        return self.analysis / "cumulative.parquet"
+
+    @property
+    def points_parquet(self) -> Path:
+        return self.analysis / "points.parquet"
+
+    @property
+    def digests_parquet(self) -> Path:
+        return self.analysis / "digests.parquet"
+
+    @property
+    def steps_csv(self) -> Path:
+        return self.analysis / "steps.csv"
+
+    @property
+    def report_html(self) -> Path:
+        return self.analysis / "report.html"
+
+    @property
+    def knative_export(self) -> Path:
+        return self.analysis / "knative"
+
+
+def run_index_html(run_dir: Path) -> Path:
+    """The page that shows every SUT of a run side by side."""
+    return run_dir / "index.html"
+
+
+def analysed_summaries(run_dir: Path) -> list[Path]:
+    """summary.json of every analysed SUT of a run, in name order."""
+    if not run_dir.is_dir():
+        return []
+    found = (SutDir(p).summary_json for p in run_dir.iterdir())
+    return sorted(path for path in found if path.is_file())
 
 
 # Each component stays well under NAME_MAX (255 bytes on Linux and macOS), so a run directory
