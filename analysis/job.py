@@ -54,12 +54,19 @@ from analysis.verdicts import (
     InstrumentEvidence,
     StepFigures,
     Thresholds,
+    Verdict,
     breaking_point,
     instrument_failures,
     judge,
     slope_rise_ms,
     under_instrument_failure,
     verdict_text,
+)
+from evbench.shared.documents import (
+    SummaryDoc,
+    receiver_stats,
+    schedule_start_ns,
+    sender_summary,
 )
 from evbench.shared.errors import EvbenchError
 from evbench.shared.formulas import achieved_rate_per_s
@@ -141,7 +148,7 @@ def read_run_json(sut_dir: Path) -> dict:
 
 
 def _recorded_start_ns(run: dict) -> int | None:
-    return (run.get("schedule") or {}).get("start_ns")
+    return schedule_start_ns(run)
 
 
 def check_inputs(sut_dir: Path) -> SutInputs:
@@ -332,8 +339,7 @@ def _finite_or_null(value: object) -> object:
 
 def _evidence(inputs: SutInputs, counts: dict) -> InstrumentEvidence:
     run = inputs.run
-    sender = (run.get("sender") or {}).get("summary") or {}
-    receiver = (run.get("receiver") or {}).get("stats") or {}
+    sender, receiver = sender_summary(run), receiver_stats(run)
     return InstrumentEvidence(
         run_status=run.get("status"),
         recorded_failures=tuple(run.get("instrument_failures") or ()),
@@ -357,7 +363,7 @@ def _summary(
     foreign_count: int,
     step_sketch: dict,
     e2e_points: list[dict],
-) -> dict:
+) -> SummaryDoc:
     run = inputs.run
     durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
     e2e_seconds: dict[int, list[tuple]] = {}
@@ -366,12 +372,14 @@ def _summary(
     baseline = _baseline_e2e_p99_ms(totals, step_sketch, opts.thresholds.min_events)
     counts = _counts(totals, foreign_count)
     failures = instrument_failures(_evidence(inputs, counts))
-    steps = [
+    rows = [
         _step_row(t, durations, step_sketch, e2e_seconds, opts.thresholds, baseline) for t in totals
     ]
-    verdicts = under_instrument_failure([s.pop("_verdict") for s in steps], failures)
-    for step, verdict in zip(steps, verdicts, strict=True):
+    verdicts = under_instrument_failure([verdict for _, verdict in rows], failures)
+    steps = []
+    for (step, _), verdict in zip(rows, verdicts, strict=True):
         step["verdict"], step["reasons"] = verdict.verdict, list(verdict.reasons)
+        steps.append(step)
     # An instrument failure names no breaking point and no sustainable rate: what it broke
     # would be charged to the system under test.
     point, sustainable = (None, None) if failures else breaking_point(verdicts)
@@ -425,7 +433,8 @@ def _step_row(
     e2e_seconds: dict,
     thresholds: Thresholds,
     baseline_e2e_p99_ms: float | None,
-) -> dict:
+) -> tuple[dict, Verdict]:
+    """A step's summary row and its verdict (before any instrument failure overrules it)."""
     step, rate = total["step"], total["target_rate_per_s"]
     duration_s = durations.get(step, max(1, total["scheduled"] // max(rate, 1)))
     last_handled_ns = max(total["last_sent_ns"] or 0, total["last_intended_ns"] or 0)
@@ -452,7 +461,7 @@ def _step_row(
         baseline_e2e_p99_ms=baseline_e2e_p99_ms,
     )
     verdict = judge(figures, thresholds)
-    return {
+    row = {
         "step": step,
         "target_rate_per_s": rate,
         "duration_s": duration_s,
@@ -473,8 +482,8 @@ def _step_row(
         "e2e_rise_ms": None if figures.e2e_rise_ms is None else round(figures.e2e_rise_ms, 3),
         "verdict": verdict.verdict,
         "reasons": list(verdict.reasons),
-        "_verdict": verdict,
     }
+    return row, verdict
 
 
 def _counts(totals: list[dict], foreign_count: int) -> dict:

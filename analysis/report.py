@@ -28,6 +28,7 @@ from analysis.figures import (
     six_series,
 )
 from analysis.verdicts import verdict_text
+from evbench.shared.documents import schedule_start_ns
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import SutDir, analysed_summaries, run_index_html
 
@@ -202,7 +203,7 @@ def _resources_html(sut_dir: Path) -> str:
         return ""
     lag = _samples(layout.consumer_lag, "lag")
     run = json.loads(layout.run_json.read_text())
-    start_ns = (run.get("schedule") or {}).get("start_ns") or min(r["t_ns"] for r in processes)
+    start_ns = schedule_start_ns(run) or min(r["t_ns"] for r in processes)
     figure = resource_samples(processes, lag, start_ns, "Processes of the run")
     return "<h2>Resources</h2>" + _figure_html(figure, "resources")
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evbench.shared.documents import RunDoc
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import new_sut_dir, safe_component
 from evbench.shared.parquet import PartWriter
@@ -212,7 +213,7 @@ def import_knative(
                 )
         sent_w.flush()
         recv_w.flush()
-    run = {
+    run: RunDoc = {
         "version": RUN_JSON_VERSION,
         "run_id": run_id,
         "sut": sut,

