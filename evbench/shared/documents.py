@@ -6,8 +6,9 @@ types say which keys exist, which every writer must fill and what they hold. `pr
 document against its type, and the tests run it over what real runs write. Standard library only.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: TypedDict reads NotRequired[...] from the class
+# body at definition time, and Python 3.11 cannot see it inside a string annotation (every key
+# would count as required).
 from typing import Any, Literal, NotRequired, TypedDict, get_type_hints, is_typeddict
 
 RunStatus = Literal["running", "completed", "interrupted", "failed"]

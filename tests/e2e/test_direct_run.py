@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evbench.shared.documents import RunDoc, SummaryDoc, problems
 from evbench.shared.parquet import part_files, read_parts
 from evbench.shared.procs import die_with_parent
 from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
@@ -54,6 +55,7 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     assert proc.returncode == 0, err
     sut_dir = tmp_path / "t1-200x2-400x2" / "direct"
     run = json.loads((sut_dir / "run.json").read_text())
+    assert problems(run, RunDoc) == []
     assert run["status"] == "completed" and run["sut"] == "direct"
     assert run["pace"]["spec"] == PACE
 
@@ -85,6 +87,7 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
 
     # evbench run ends by analysing what it ran
     summary = json.loads((sut_dir / "analysis" / "summary.json").read_text())
+    assert problems(summary, SummaryDoc) == []
     assert summary["counts"] == {
         "sent": 1200,
         "scheduled": 1200,

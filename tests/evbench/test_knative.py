@@ -14,6 +14,7 @@ from evbench.knative import (
     rebuild_events,
     segments,
 )
+from evbench.shared.documents import RunDoc, problems
 from evbench.shared.errors import EvbenchError
 from evbench.shared.parquet import read_parts
 from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
@@ -99,6 +100,7 @@ def test_import_processed_dir_writes_a_run(tmp_path):
     source, published, delivered, failed = _processed_dir(tmp_path)
     sut_dir = import_knative(source, tmp_path / "runs", "run-2", "channel-imc", [100, 200])
     run = json.loads((sut_dir / "run.json").read_text())
+    assert problems(run, RunDoc) == []
     assert run["pace"]["steps"] == [
         {"rate_per_s": 100, "duration_s": 2},
         {"rate_per_s": 200, "duration_s": 2},
