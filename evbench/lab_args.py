@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from evbench.shared.argtypes import at_least_one, non_negative, port_number
-from suts.lab import DEFAULT_TRIGGER, LOCAL_SUTS, SUTS, LabSettings, sut_help
+from evbench.shared.argtypes import (
+    at_least_one,
+    milliseconds,
+    non_negative,
+    port_number,
+    positive_seconds,
+)
+from suts.lab import LOCAL_SUTS, SUTS, LabSettings, sut_help
 
 SUT_HELP = sut_help()
 
@@ -20,8 +27,137 @@ def sut_list(text: str) -> tuple[str, ...]:
     return names
 
 
+# (LabSettings field, flag, argparse keywords, how repeated values combine with the default):
+# the one place a lab flag is spelled; defaults come from LabSettings and are shown in --help.
+_REPLACE, _EXTEND = "replace", "extend"
+_LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
+    ("ingress", "--ingress", dict(metavar="URL", help="external: where to send"), None),
+    (
+        "kafka_bootstrap",
+        "--kafka-bootstrap",
+        dict(metavar="HOST:PORT", help="use this Kafka instead of a fresh local Tansu broker"),
+        None,
+    ),
+    ("topic", "--topic", dict(help="external: produce to this topic"), None),
+    (
+        "partitions",
+        "--partitions",
+        dict(type=at_least_one, help="partitions of the Kafka topic"),
+        None,
+    ),
+    ("replication", "--replication", dict(type=at_least_one, help="replication factor"), None),
+    (
+        "concurrency",
+        "--dispatcher-concurrency",
+        dict(type=at_least_one, metavar="N", help="deliveries in flight per dispatcher"),
+        None,
+    ),
+    (
+        "ingress_concurrency",
+        "--ingress-concurrency",
+        dict(
+            type=at_least_one,
+            metavar="N",
+            help="broker-imc: requests the broker ingress forwards to the channel at once",
+        ),
+        None,
+    ),
+    (
+        "retries",
+        "--retries",
+        dict(type=non_negative, help="delivery retries on 5xx/429/errors"),
+        None,
+    ),
+    (
+        "backoff_ms",
+        "--retry-backoff-ms",
+        dict(type=milliseconds, metavar="MS", help="first retry delay, doubling"),
+        None,
+    ),
+    (
+        "delivery_timeout_s",
+        "--delivery-timeout",
+        dict(type=positive_seconds, metavar="S", help="per-delivery timeout of every hop"),
+        None,
+    ),
+    (
+        "queue_limit",
+        "--queue-limit",
+        dict(
+            type=at_least_one, metavar="N", help="IMC: queued events before the ingress answers 503"
+        ),
+        None,
+    ),
+    (
+        "max_pending",
+        "--max-pending",
+        dict(
+            type=at_least_one, metavar="N", help="Kafka dispatcher: records taken but undelivered"
+        ),
+        None,
+    ),
+    (
+        "commit_interval_s",
+        "--commit-interval",
+        dict(
+            type=positive_seconds,
+            metavar="S",
+            help="Kafka dispatcher: offsets committed this often",
+        ),
+        None,
+    ),
+    (
+        "producer",
+        "--producer",
+        dict(
+            action="append",
+            metavar="KEY=VALUE",
+            help="librdkafka producer setting, repeatable, instead of the defaults",
+        ),
+        _REPLACE,
+    ),
+    (
+        "consumer",
+        "--consumer",
+        dict(
+            action="append",
+            metavar="KEY=VALUE",
+            help="librdkafka consumer setting, repeatable, added to the defaults",
+        ),
+        _EXTEND,
+    ),
+    (
+        "trigger",
+        "--trigger",
+        dict(
+            action="append", metavar="ATTR=VALUE[,...]", help="broker trigger filter, any of these"
+        ),
+        _REPLACE,
+    ),
+    (
+        "ready_timeout_s",
+        "--ready-timeout",
+        dict(
+            type=positive_seconds,
+            metavar="S",
+            help="wait this long for the SUT (e.g. partition assignment)",
+        ),
+        None,
+    ),
+)
+
+
+def _dest(name: str) -> str:
+    return f"lab__{name}"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return " ".join(value) if value else "none"
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def add_lab_arguments(run: argparse.ArgumentParser) -> None:
-    defaults = LabSettings()
     run.add_argument(
         "--sut",
         default=None,
@@ -31,112 +167,35 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
         f"(default: all of {', '.join(LOCAL_SUTS)})",
     )
     lab = run.add_argument_group("system under test")
-    lab.add_argument("--ingress", default=None, metavar="URL", help="external: where to send")
-    lab.add_argument(
-        "--kafka-bootstrap",
-        default=None,
-        metavar="HOST:PORT",
-        help="use this Kafka instead of a fresh local Tansu broker",
-    )
-    lab.add_argument("--topic", default=None, help="external: produce to this topic")
     lab.add_argument(
         "--receiver-host", default="127.0.0.1", help="receiver bind address (default 127.0.0.1)"
     )
     lab.add_argument(
         "--receiver-port", type=port_number, default=0, help="receiver port (default 0: a free one)"
     )
-    lab.add_argument(
-        "--partitions",
-        type=at_least_one,
-        default=defaults.partitions,
-        help=f"partitions of the Kafka topic (default {defaults.partitions})",
-    )
-    lab.add_argument(
-        "--replication",
-        type=at_least_one,
-        default=defaults.replication,
-        help=f"replication factor (default {defaults.replication})",
-    )
-    lab.add_argument(
-        "--dispatcher-concurrency",
-        type=at_least_one,
-        default=defaults.concurrency,
-        metavar="N",
-        help=f"deliveries in flight per dispatcher (default {defaults.concurrency})",
-    )
-    lab.add_argument(
-        "--retries",
-        type=non_negative,
-        default=defaults.retries,
-        help=f"delivery retries on 5xx/429/errors (default {defaults.retries})",
-    )
-    lab.add_argument(
-        "--retry-backoff-ms",
-        type=float,
-        default=defaults.backoff_ms,
-        metavar="MS",
-        help=f"first retry delay, doubling (default {defaults.backoff_ms:g})",
-    )
-    lab.add_argument(
-        "--queue-limit",
-        type=at_least_one,
-        default=defaults.queue_limit,
-        metavar="N",
-        help=f"IMC: queued events before the ingress answers 503 (default {defaults.queue_limit})",
-    )
-    lab.add_argument(
-        "--max-pending",
-        type=at_least_one,
-        default=defaults.max_pending,
-        metavar="N",
-        help=f"Kafka dispatcher: records taken but undelivered (default {defaults.max_pending})",
-    )
-    lab.add_argument(
-        "--producer",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help=f"librdkafka producer setting, repeatable (default {' '.join(defaults.producer)})",
-    )
-    lab.add_argument(
-        "--consumer",
-        action="append",
-        default=None,
-        metavar="KEY=VALUE",
-        help="librdkafka consumer setting, repeatable, added to the defaults "
-        f"({' '.join(defaults.consumer)})",
-    )
-    lab.add_argument(
-        "--trigger",
-        action="append",
-        default=None,
-        metavar="ATTR=VALUE[,...]",
-        help=f"broker trigger filter, any of these (default: {' or '.join(DEFAULT_TRIGGER)})",
-    )
-    lab.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=defaults.ready_timeout_s,
-        metavar="S",
-        help="wait this long for the SUT (e.g. partition assignment)",
-    )
+    defaults = LabSettings()
+    for name, flag, kwargs, _ in _LAB_FLAGS:
+        default = getattr(defaults, name)
+        help_text = kwargs["help"] + ("" if default is None else f" (default {_shown(default)})")
+        metavar = kwargs.get("metavar", flag.removeprefix("--").upper().replace("-", "_"))
+        lab.add_argument(
+            flag,
+            **{**kwargs, "help": help_text, "metavar": metavar},
+            dest=_dest(name),
+            default=None if kwargs.get("action") == "append" else default,
+        )
 
 
 def lab_settings(args: argparse.Namespace) -> LabSettings:
+    """The LabSettings the flags ask for: repeated flags replace or extend the defaults."""
     defaults = LabSettings()
-    return LabSettings(
-        partitions=args.partitions,
-        replication=args.replication,
-        concurrency=args.dispatcher_concurrency,
-        retries=args.retries,
-        backoff_ms=args.retry_backoff_ms,
-        queue_limit=args.queue_limit,
-        max_pending=args.max_pending,
-        producer=tuple(args.producer) if args.producer else defaults.producer,
-        consumer=(*defaults.consumer, *(args.consumer or ())),
-        trigger=tuple(args.trigger) if args.trigger else defaults.trigger,
-        kafka_bootstrap=args.kafka_bootstrap,
-        ingress=args.ingress,
-        topic=args.topic,
-        ready_timeout_s=args.ready_timeout,
-    )
+    values = {}
+    for name, _, _, combine in _LAB_FLAGS:
+        given = getattr(args, _dest(name))
+        if combine == _REPLACE:
+            values[name] = tuple(given) if given else getattr(defaults, name)
+        elif combine == _EXTEND:
+            values[name] = (*getattr(defaults, name), *(given or ()))
+        else:
+            values[name] = given
+    return LabSettings(**values)

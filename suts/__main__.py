@@ -1,4 +1,6 @@
-"""`python -m suts <component>`: one process of the lab's data plane (see suts/lab.py)."""
+"""`python -m suts <component>`: one process of the lab's data plane (see suts/drivers.py).
+
+The defaults are LabSettings', so a component started by hand behaves as in a run."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import argparse
 import sys
 
 from suts.cloudevents import parse_filter
+from suts.driver import LabSettings
 from suts.serving import Component, serve
 
 
@@ -20,6 +23,7 @@ def _key_values(items: list[str]) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    lab = LabSettings()
     parser = argparse.ArgumentParser(prog="python -m suts", description=__doc__)
     parts = parser.add_subparsers(dest="component", required=True)
 
@@ -28,22 +32,33 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--host", default="127.0.0.1")
         sub.add_argument("--port", type=int, default=0, help="0 picks a free port")
         if delivery:
-            sub.add_argument("--concurrency", type=int, default=256, help="deliveries at once")
-            sub.add_argument("--retries", type=int, default=3, help="retries per delivery")
             sub.add_argument(
-                "--backoff-ms", type=float, default=100.0, help="first retry delay (doubles)"
+                "--concurrency", type=int, default=lab.concurrency, help="deliveries at once"
             )
-            sub.add_argument("--timeout", type=float, default=30.0, help="per-delivery seconds")
+            sub.add_argument(
+                "--retries", type=int, default=lab.retries, help="retries per delivery"
+            )
+            sub.add_argument(
+                "--backoff-ms",
+                type=float,
+                default=lab.backoff_ms,
+                help="first retry delay (doubles)",
+            )
+            sub.add_argument(
+                "--timeout", type=float, default=lab.delivery_timeout_s, help="per-delivery seconds"
+            )
         return sub
 
     imc = part("imc-channel", "in-memory channel: ingress, queue, fan-out dispatcher")
     imc.add_argument("--subscriber", action="append", required=True, help="repeatable URL")
-    imc.add_argument("--queue-limit", type=int, default=100_000, help="queued events before 503")
+    imc.add_argument(
+        "--queue-limit", type=int, default=lab.queue_limit, help="queued events before 503"
+    )
 
     ingress = part("broker-ingress", "broker ingress forwarding to a channel", delivery=False)
     ingress.add_argument("--channel", required=True, help="channel URL")
-    ingress.add_argument("--concurrency", type=int, default=1024)
-    ingress.add_argument("--timeout", type=float, default=30.0)
+    ingress.add_argument("--concurrency", type=int, default=lab.ingress_concurrency)
+    ingress.add_argument("--timeout", type=float, default=lab.delivery_timeout_s)
 
     trigger = part("trigger-filter", "trigger filter in front of a subscriber")
     trigger.add_argument("--subscriber", required=True)
@@ -59,8 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     dispatcher.add_argument("--mode", choices=("channel", "source"), default="channel")
     dispatcher.add_argument("--match", action="append", default=[], metavar="ATTR=VALUE[,...]")
     dispatcher.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE")
-    dispatcher.add_argument("--max-pending", type=int, default=10_000)
-    dispatcher.add_argument("--commit-interval", type=float, default=1.0)
+    dispatcher.add_argument("--max-pending", type=int, default=lab.max_pending)
+    dispatcher.add_argument("--commit-interval", type=float, default=lab.commit_interval_s)
     return parser
 
 

@@ -46,6 +46,8 @@ class LabSettings:
     delivery_timeout_s: float = 30.0
     queue_limit: int = 100_000
     max_pending: int = 10_000
+    ingress_concurrency: int = 1024  # broker-imc: requests the ingress forwards at once
+    commit_interval_s: float = 1.0  # Kafka dispatchers: how often offsets are committed
     # Producer/consumer settings on top of librdkafka's defaults. A 6 s session timeout gets
     # the group assigned in ~3 s on Tansu (the 45 s default takes ~23 s); acks=all as Knative.
     # Tansu does not answer a waiting fetch when records arrive, as Kafka does, but only at

@@ -52,10 +52,14 @@ class BrokerImc(ChannelImc):
             *self._delivery_args(),
         )  # fmt: skip
         channel = self._channel("channel", trigger)
-        timeout = str(self.settings.delivery_timeout_s)
+        s = self.settings
         return self._component(
-            "ingress", "broker-ingress", "--channel", channel, "--timeout", timeout
-        )
+            "ingress",
+            "broker-ingress",
+            "--channel", channel,
+            "--concurrency", str(s.ingress_concurrency),
+            "--timeout", str(s.delivery_timeout_s),
+        )  # fmt: skip
 
 
 class _KafkaSut(Sut):
@@ -81,6 +85,7 @@ class _KafkaSut(Sut):
             "--mode", self.dispatch_mode,
             *consumer,
             "--max-pending", str(s.max_pending),
+            "--commit-interval", str(s.commit_interval_s),
             *self._delivery_args(),
             *(self._match_args() if self.filters else []),
         )  # fmt: skip

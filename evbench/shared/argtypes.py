@@ -64,3 +64,14 @@ def seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds, 0 or more")
     return value
+
+
+def milliseconds(text: str) -> float:
+    """A delay of 0 or more milliseconds, finite."""
+    try:
+        value = float(text.removesuffix("ms"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of ms, 0 or more")
+    return value
