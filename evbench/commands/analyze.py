@@ -1,0 +1,99 @@
+"""`evbench analyze`: Spark over a run's records, then the reports."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evbench.commands import echo
+from evbench.shared.argtypes import seconds
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import analysed_summaries
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    analyze = commands.add_parser(
+        "analyze",
+        help="compute latency tails, throughput, losses and verdicts with Spark",
+        description="Analyse every SUT of a run directory (or one SUT directory) into "
+        "<sut>/analysis/{summary.json, steps.csv, metrics.parquet, digests.parquet, "
+        "cumulative.parquet}. Raw events are never collected to the driver.",
+    )
+    analyze.add_argument("path", type=Path, help="runs/<run> or runs/<run>/<sut>")
+    analyze.add_argument(
+        "--spark-master", default="local[*]", help="Spark master URL (default local[*])"
+    )
+    analyze.add_argument(
+        "--trim",
+        type=seconds,
+        default=0.0,
+        metavar="S",
+        help="sanitized figures: leave out events intended in the first S "
+        "seconds (e.g. 10s), and say so in summary.json",
+    )
+    analyze.add_argument(
+        "--export-knative",
+        action="store_true",
+        help="also write the 2019 two-column files (analysis/knative/*.csv) for gnuplot scripts",
+    )
+    analyze.add_argument(
+        "--thresholds",
+        type=Path,
+        default=None,
+        metavar="FILE.json",
+        help='override verdict thresholds, e.g. {"max_lost_ratio": 0.01}; the thresholds '
+        "used are printed in every summary.json",
+    )
+    analyze.set_defaults(main=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return analyze_path(
+        args.path, args.spark_master, args.trim, args.thresholds, args.export_knative
+    )
+
+
+def analyze_path(
+    path: Path,
+    master: str,
+    trim_s: float,
+    thresholds_file: Path | None = None,
+    export_knative: bool = False,
+) -> int:
+    """Exit code: 0, or 1 when an instrument of any analysed system failed."""
+    # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
+    from analysis.job import AnalyzeOptions, analyze, inputs_for
+    from analysis.report import write_index, write_report
+    from analysis.spark import session
+    from analysis.verdicts import Thresholds
+
+    thresholds = Thresholds()
+    if thresholds_file is not None:
+        try:
+            text = thresholds_file.read_text()
+        except OSError as exc:
+            raise EvbenchError(f"--thresholds {thresholds_file}: {exc.strerror}") from exc
+        thresholds = Thresholds.from_json(text, f"--thresholds {thresholds_file}")
+
+    # Every input is checked before Spark starts (seconds): a bad path fails at once.
+    inputs = inputs_for(path, echo)
+    echo(
+        f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
+        f"with Spark ({master})"
+    )
+    spark = session(master)
+    try:
+        summaries = analyze(
+            spark,
+            inputs,
+            AnalyzeOptions(trim_s=trim_s, thresholds=thresholds, export_knative=export_knative),
+            echo,
+        )
+    finally:
+        spark.stop()
+    for checked in inputs:
+        echo(f"  -> {write_report(checked.path)}")
+    run_dir = inputs[0].path.parent
+    analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
+    echo(f"  -> {write_index(run_dir, analysed)}")
+    return 1 if any(s["instrument_failures"] for s in summaries) else 0

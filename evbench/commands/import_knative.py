@@ -1,0 +1,44 @@
+"""`evbench import-knative`: 2019 Knative results as a run that analyze and reports handle."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evbench.commands import echo
+from evbench.commands.analyze import analyze_path
+from evbench.shared.layout import default_runs_dir, next_run_id
+from loadgen.pace import resolve_pace
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    legacy = commands.add_parser(
+        "import-knative",
+        help="turn 2019 Knative performance results into a run that analyze and reports handle",
+        description="Read a 2019 mako-stub CSV, or a directory of the processed two-column "
+        "files (points-publish-latency.csv, points-delivery-latency.csv, …), into "
+        "runs/<run-id>-knative-2019/<sut>/, then analyse it.",
+    )
+    legacy.add_argument("source", type=Path, help="a mako-stub CSV or a processed directory")
+    legacy.add_argument("--sut", default="imported", help="SUT name, e.g. channel-imc")
+    legacy.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
+    legacy.add_argument("--runs-dir", type=Path, default=None, help="default ./runs")
+    legacy.add_argument(
+        "--pace",
+        default=None,
+        help="the pace the data was taken at (e.g. 1k-2k) to name each step's "
+        "rate; without it, rates are inferred from the data",
+    )
+    legacy.add_argument("--no-analyze", action="store_true", help="only write the records")
+    legacy.set_defaults(main=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from evbench.knative import PACE_NAME, import_knative
+
+    runs_dir = args.runs_dir or default_runs_dir()
+    rates = [s.rate_per_s for s in resolve_pace(args.pace).steps] if args.pace else None
+    run_id = args.run_id or next_run_id(runs_dir, PACE_NAME)
+    sut_dir = import_knative(args.source, runs_dir, run_id, args.sut, rates)
+    echo(f"imported {args.source} -> {sut_dir}")
+    return 0 if args.no_analyze else analyze_path(sut_dir, "local[*]", 0.0)

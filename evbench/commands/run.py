@@ -1,0 +1,94 @@
+"""`evbench run`: a pace through one system under test, or the whole local matrix."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from evbench.commands import echo
+from evbench.commands.analyze import analyze_path
+from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
+from evbench.shared.argtypes import seconds
+from evbench.shared.layout import default_runs_dir
+from loadgen.pace import resolve_pace
+from loadgen.settings import add_knob_arguments, knobs_from_args
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a pace against a system under test and record every event",
+        description="Start the receiver, drive the pace open-loop through the SUT, wait for "
+        "stragglers, and write runs/<run-id>-<pace>/<sut>/{run.json,sent/,received/,samples/}. "
+        "Without --sut, every local system runs in turn and the run gets one index.html.",
+        epilog=SUT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_lab_arguments(run)
+    run.add_argument(
+        "--pace",
+        default="1k-2k",
+        help="pace name from paces/ or an inline spec like 500:10,1000:10 (default 1k-2k)",
+    )
+    run.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
+    run.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="where runs are written (default ./runs, or $EVBENCH_RUNS_DIR)",
+    )
+    add_knob_arguments(run)
+    run.add_argument(
+        "--grace",
+        type=seconds,
+        default=5.0,
+        metavar="S",
+        help="stop waiting for deliveries after this long without one (default 5)",
+    )
+    run.add_argument(
+        "--grace-cap",
+        type=seconds,
+        default=60.0,
+        metavar="S",
+        help="never wait for deliveries longer than this (default 60)",
+    )
+    run.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="skip the Spark analysis at the end (run `evbench analyze` later)",
+    )
+    run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    run.set_defaults(main=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from evbench.runner import RunOptions, run, run_matrix
+    from suts.lab import LOCAL_SUTS
+
+    opts = RunOptions(
+        pace=resolve_pace(args.pace, args.paces_dir),
+        runs_dir=args.runs_dir or default_runs_dir(),
+        sut=args.sut[0] if args.sut else "direct",
+        run_id=args.run_id,
+        send=knobs_from_args(args),
+        grace_s=args.grace,
+        grace_cap_s=args.grace_cap,
+        receiver_host=args.receiver_host,
+        receiver_port=args.receiver_port,
+        lab=lab_settings(args),
+    )
+    live = sys.stderr.isatty()
+    single = args.sut is not None and len(args.sut) == 1
+    if single:
+        outcomes = [run(opts, echo, live)]
+    else:
+        outcomes = run_matrix(opts, echo, live, args.sut or LOCAL_SUTS)
+    codes = [o.exit_code for o in outcomes]
+    # A run whose instrument failed is analysed too, up to where its records end: its summary
+    # and reports then say "instrument failed", not where the SUT broke.
+    if not args.no_analyze and any(o.schedule_start_ns for o in outcomes):
+        # One analysis of the whole run directory: one Spark chain, one index.html.
+        target = outcomes[0].sut_dir.root
+        codes.append(analyze_path(target if single else target.parent, "local[*]", 0.0))
+    return max(codes)
