@@ -189,13 +189,54 @@ def analyze(
     opts: AnalyzeOptions,
     echo: Callable[[str], None] = lambda line: None,
 ) -> list[dict]:
-    """Analyse SUT directories together: one chain of Spark jobs for all of them."""
+    """Analyse SUT directories together: one chain of Spark jobs for all of them. Reads, chains
+    the transforms into per-SUT aggregates, then per SUT: a pure summary and its files."""
     checked = {
         f"s{i}": t if isinstance(t, SutInputs) else check_inputs(t) for i, t in enumerate(targets)
     }
     dirs = {key: inputs.path for key, inputs in checked.items()}
     sent = _load_all(spark, checked, "sent", SENT_FIELDS)
     received = _load_all(spark, checked, "received", RECEIVED_FIELDS)
+    found = _aggregate(spark, sent, received, opts, dirs)
+    summaries = []
+    for key, path in dirs.items():
+        summary = _summary(
+            checked[key],
+            opts,
+            found.totals.get(key, []),
+            found.foreign_counts.get(key, 0),
+            {(m, st): d for (k, m, st), d in found.step_sketch.items() if k == key},
+            found.e2e_points.get(key, []),
+        )
+        _write_sut(SutDir(path), key, found, summary)
+        echo(_headline(summary))
+        summaries.append(summary)
+    return summaries
+
+
+@dataclass
+class _Aggregates:
+    """What the chain leaves on the driver, keyed by SUT key (`s0`, `s1`, ...): aggregates
+    only, never raw events."""
+
+    metrics: dict[str, list[dict]]  # per second
+    totals: dict[str, list[dict]]  # per step
+    step_sketch: dict[tuple[str, str, int], tuple]  # (sut, metric, step) -> (digest, top values)
+    cumulative: dict[str, list[dict]]
+    e2e_points: dict[str, list[dict]]
+    foreign_counts: dict[str, int]
+    points: pa.Table  # a sample of events per SUT for the latency scatter
+
+
+def _aggregate(
+    spark: SparkSession,
+    sent: DataFrame,
+    received: DataFrame,
+    opts: AnalyzeOptions,
+    dirs: dict[str, Path],
+) -> _Aggregates:
+    """The chain of transforms; the digests (too big for the driver) and the optional 2019
+    export are written by Spark on the way."""
     # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
     joined = join_deliveries(sent, first_deliveries(received)).cache()
     events = with_latencies(with_outcomes(trimmed(measured(sent_events(joined)), opts.trim_s)))
@@ -231,31 +272,21 @@ def analyze(
         export_knative(events, dirs)
     joined.unpersist()
     digests.unpersist()
+    return _Aggregates(metrics, totals, step_sketch, cumulative, e2e_points, foreign_counts, points)
 
-    summaries = []
-    for key, path in dirs.items():
-        out = SutDir(path)
-        out.analysis.mkdir(exist_ok=True)
-        _write_table(out.metrics_parquet, sorted(metrics.get(key, []), key=lambda r: r["second"]))
-        mine = points.filter(pc.equal(points.column("sut"), key)).drop_columns(["sut"])
-        pq.write_table(mine.sort_by("t_ns"), out.points_parquet)
-        _write_table(
-            out.cumulative_parquet,
-            sorted(cumulative.get(key, []), key=lambda r: (r["metric"], r["second"])),
-        )
-        summary = _summary(
-            checked[key],
-            opts,
-            totals.get(key, []),
-            foreign_counts.get(key, 0),
-            {(m, st): d for (k, m, st), d in step_sketch.items() if k == key},
-            e2e_points.get(key, []),
-        )
-        _write_steps_csv(out.steps_csv, summary["steps"])
-        out.summary_json.write_text(strict_json(summary) + "\n")
-        echo(_headline(summary))
-        summaries.append(summary)
-    return summaries
+
+def _write_sut(out: SutDir, key: str, found: _Aggregates, summary: SummaryDoc) -> None:
+    """One SUT's analysis files (its digests were written by Spark in the chain)."""
+    out.analysis.mkdir(exist_ok=True)
+    metrics = sorted(found.metrics.get(key, []), key=lambda r: r["second"])
+    _write_table(out.metrics_parquet, metrics)
+    points = found.points
+    mine = points.filter(pc.equal(points.column("sut"), key)).drop_columns(["sut"])
+    pq.write_table(mine.sort_by("t_ns"), out.points_parquet)
+    cumulative = sorted(found.cumulative.get(key, []), key=lambda r: (r["metric"], r["second"]))
+    _write_table(out.cumulative_parquet, cumulative)
+    _write_steps_csv(out.steps_csv, summary["steps"])
+    out.summary_json.write_text(strict_json(summary) + "\n")
 
 
 def analyze_sut(
