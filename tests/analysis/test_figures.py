@@ -1,0 +1,176 @@
+"""Golden checks of the figure builders: tiny tables in, and what each figure draws (traces,
+their axes and points, bands, marks and titles) compared with what those tables must give.
+Pure: no Spark, no browser (the reports' rendering is tests/analysis/test_report.py's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.figures import (
+    VERDICT_COLOURS,
+    comparison,
+    latency_points,
+    resource_samples,
+    sender_health,
+    six_series,
+    step_spans,
+)
+
+S = 1_000_000_000
+
+
+def _traces(figure) -> list[tuple]:
+    return [
+        (t.type, t.name, t.yaxis, list(t.x) if t.x is not None else None, list(t.y))
+        for t in figure.data
+    ]
+
+
+def _metric(second, step, sent, delivered=None, failures=0, lost=0, scheduled=None):
+    return {
+        "second": second,
+        "step": step,
+        "scheduled": sent if scheduled is None else scheduled,
+        "sent": sent,
+        "delivered": sent if delivered is None else delivered,
+        "send_failures": failures,
+        "lost": lost,
+    }
+
+
+METRICS = [
+    _metric(0, 1, 100),
+    _metric(1, 1, 100),
+    _metric(2, None, 0, scheduled=0),  # the gap between steps schedules nothing
+    _metric(3, 2, 200, delivered=150, lost=50),
+    _metric(4, 2, 190, failures=10),
+]
+CUMULATIVE = [
+    {"metric": "e2e", "second": 1, "p9999_ms": 5.0, "n": 200},
+    {"metric": "publish", "second": 0, "p9999_ms": 1.0, "n": 100},
+    {"metric": "publish", "second": 1, "p9999_ms": 2.0, "n": 200},
+    {"metric": "e2e", "second": 0, "p9999_ms": 4.0, "n": 100},
+]
+STEPS = [
+    {"step": 1, "target_rate_per_s": 100, "verdict": "holds"},
+    {"step": 2, "target_rate_per_s": 200, "verdict": "breaks"},
+]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "expected"),
+    [
+        ([], {}),
+        (METRICS, {1: (0, 1), 2: (3, 4)}),
+        ([_metric(7, 3, 0, scheduled=0)], {}),
+        ([_metric(9, 1, 5), _metric(2, 1, 5)], {1: (2, 9)}),
+    ],
+)
+def test_step_spans(metrics, expected):
+    assert step_spans(metrics) == expected
+
+
+def test_six_series_draws_the_2019_graph_with_steps_and_the_breaking_point():
+    figure = six_series(METRICS, CUMULATIVE, STEPS, 200, "t")
+    seconds = [0, 1, 2, 3, 4]
+    assert _traces(figure) == [
+        ("scatter", "P99.99 publish latency", "y", [0, 1], [1.0, 2.0]),
+        ("scatter", "P99.99 end-to-end latency", "y", [0, 1], [4.0, 5.0]),
+        ("scatter", "send throughput", "y2", seconds, [100, 100, 0, 200, 190]),
+        ("scatter", "delivery throughput", "y2", seconds, [100, 100, 0, 150, 190]),
+        ("scatter", "send failures", "y2", seconds, [0, 0, 0, 0, 10]),
+        ("scatter", "delivery failures (lost)", "y2", seconds, [0, 0, 0, 50, 0]),
+    ]
+    bands = [(s.type, s.x0, s.x1, s.fillcolor) for s in figure.layout.shapes if s.type == "rect"]
+    assert bands == [
+        ("rect", 0, 2, VERDICT_COLOURS["holds"]),
+        ("rect", 3, 5, VERDICT_COLOURS["breaks"]),
+    ]
+    marks = [(s.x0, s.line.dash) for s in figure.layout.shapes if s.type == "line"]
+    assert marks == [(3, "dash")]
+    texts = [a.text for a in figure.layout.annotations]
+    assert texts == ["100/s", "200/s", "breaking point 200/s"]
+    assert figure.layout.yaxis2.overlaying == "y" and figure.layout.title.text == "t"
+
+
+def test_no_breaking_point_no_mark():
+    figure = six_series(METRICS, CUMULATIVE, STEPS, None, "t")
+    assert [s for s in figure.layout.shapes if s.type == "line"] == []
+
+
+def test_latency_points_are_seconds_from_the_first_event_and_skip_missing_values():
+    points = [
+        {"t_ns": 10 * S, "publish_ms": 1.5, "e2e_ms": 3.0, "events": 1},
+        {"t_ns": 12 * S, "publish_ms": 2.5, "e2e_ms": None, "events": 1},
+    ]
+    figure = latency_points(points, "all")
+    assert _traces(figure) == [
+        ("scattergl", "publish latency", None, [0.0, 2.0], [1.5, 2.5]),
+        ("scattergl", "end-to-end latency", None, [0.0], [3.0]),
+    ]
+    assert figure.layout.title.text == "all" and figure.layout.yaxis.type == "log"
+    bucketed = latency_points([{**points[0], "events": 4}], "all")
+    assert bucketed.layout.title.text == "all (per time bucket: the maximum)"
+
+
+def test_sender_health_compares_target_and_achieved_per_step():
+    steps = [
+        {"step": 1, "target_rate_per_s": 100, "achieved_send_rate_per_s": 99.5,
+         "sender_lag_p99_ms": 0.4},
+        {"step": 2, "target_rate_per_s": 200, "achieved_send_rate_per_s": 150.0,
+         "sender_lag_p99_ms": 30.0},
+    ]  # fmt: skip
+    labels = ["1: 100/s", "2: 200/s"]
+    assert _traces(sender_health(steps, "h")) == [
+        ("bar", "target", None, labels, [100, 200]),
+        ("bar", "achieved send rate", None, labels, [99.5, 150.0]),
+        ("scatter", "sender lag p99 (ms)", "y2", labels, [0.4, 30.0]),
+    ]
+
+
+def test_comparison_leaves_a_gap_for_a_system_a_run_did_not_have():
+    rows = [
+        {"run": "a", "sut": "direct", "max_sustainable_rate_per_s": 2000,
+         "breaking_point_per_s": None, "p9999_e2e_ms": 3.0},
+        {"run": "a", "sut": "channel-imc", "max_sustainable_rate_per_s": 1500,
+         "breaking_point_per_s": 1600, "p9999_e2e_ms": 40.0},
+        {"run": "b", "sut": "direct", "max_sustainable_rate_per_s": 1900,
+         "breaking_point_per_s": 2000, "p9999_e2e_ms": 4.0},
+    ]  # fmt: skip
+    suts = ["channel-imc", "direct"]
+    assert _traces(comparison(rows)) == [
+        ("bar", "a: max sustainable rate", None, suts, [1500, 2000]),
+        ("scatter", "a: e2e P99.99 (ms)", "y2", suts, [40.0, 3.0]),
+        ("bar", "b: max sustainable rate", None, suts, [None, 1900]),
+        ("scatter", "b: e2e P99.99 (ms)", "y2", suts, [None, 4.0]),
+    ]
+
+
+def test_resource_samples_one_line_per_process_and_the_summed_lag():
+    start = 100 * S
+    processes = [
+        {"t_ns": start + 2 * S, "process": "sender", "pid": 1, "rss_bytes": 20_000_000,
+         "cpu_percent": 50.0},
+        {"t_ns": start + S, "process": "sender", "pid": 1, "rss_bytes": 10_000_000,
+         "cpu_percent": 40.0},
+        {"t_ns": start + S, "process": "receiver", "pid": 2, "rss_bytes": 5_000_000,
+         "cpu_percent": 10.0},
+    ]  # fmt: skip
+    lag = [
+        {"t_ns": start + S, "partition": 0, "lag": 3},
+        {"t_ns": start + S, "partition": 1, "lag": 4},
+        {"t_ns": start + 2 * S, "partition": 0, "lag": 0},
+    ]
+    figure = resource_samples(processes, lag, start, "r")
+    got = [(t.name, list(t.x), list(t.y)) for t in figure.data]
+    assert got == [
+        ("receiver", [1.0], [5.0]),
+        (None, [1.0], [10.0]),
+        ("sender", [1.0, 2.0], [10.0, 20.0]),
+        (None, [1.0, 2.0], [40.0, 50.0]),
+        ("consumer lag", [1.0, 2.0], [7, 0]),
+    ]
+    titles = [a.text for a in figure.layout.annotations]
+    assert titles == ["RSS (MB)", "CPU (% of one core)", "consumer lag (records, all partitions)"]
+    without_lag = resource_samples(processes, [], start, "r")
+    assert len(without_lag.layout.annotations) == 2 and len(without_lag.data) == 4
