@@ -43,35 +43,29 @@ def non_negative(text: str) -> int:
     return value
 
 
-def positive_seconds(text: str) -> float:
-    """A duration above 0, finite (float('nan') and 'inf' parse, and would disable a timeout);
-    a trailing `s` is allowed."""
+def _finite(text: str, suffix: str, unit: str, above_zero: bool) -> float:
+    """A finite number of `unit`, optionally followed by `suffix`; 0 allowed unless
+    `above_zero` (float() also takes 'nan' and 'inf', which would disable a timeout)."""
     try:
-        value = float(text.removesuffix("s"))
+        value = float(text.removesuffix(suffix))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of {unit}") from None
+    if not math.isfinite(value) or value < 0 or (above_zero and value == 0):
+        bound = "above 0" if above_zero else "0 or more"
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of {unit}, {bound}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """A duration above 0 (a timeout, an interval); `2` or `2s`."""
+    return _finite(text, "s", "seconds", above_zero=True)
 
 
 def seconds(text: str) -> float:
-    """A duration of 0 or more seconds, finite; a trailing `s` is allowed (`2` or `2s`)."""
-    try:
-        value = float(text.removesuffix("s"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds, 0 or more")
-    return value
+    """A duration of 0 or more seconds (a pause, a delay); `2` or `2s`."""
+    return _finite(text, "s", "seconds", above_zero=False)
 
 
 def milliseconds(text: str) -> float:
-    """A delay of 0 or more milliseconds, finite."""
-    try:
-        value = float(text.removesuffix("ms"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of ms, 0 or more")
-    return value
+    """A delay of 0 or more milliseconds; `100` or `100ms`."""
+    return _finite(text, "ms", "milliseconds", above_zero=False)
