@@ -36,7 +36,11 @@ def load_records(
 
 
 def with_run_columns(df: DataFrame, sut: str, start_ns: int) -> DataFrame:
-    """Tag a SUT's records so several SUTs can share one chain of transforms."""
+    """Tag a SUT's records so several SUTs can share one chain of transforms.
+
+    In the chain, `sut` is the job's key for one SUT directory (`s0`, `s1`, ...), not the SUT's
+    name: directories of different runs may hold systems of the same name. Names come back from
+    run.json when the job writes each directory's summary (analysis/job.py)."""
     return df.withColumn("sut", F.lit(sut)).withColumn("start_ns", F.lit(start_ns).cast("long"))
 
 
