@@ -1,5 +1,5 @@
 # Two commands, on a machine with only Python 3.11 and the package registries:
-#   make run    the main job (a direct run at the 1k-2k pace)
+#   make run    the main job (every local system at the 1k-2k pace, then the reports)
 #   make test   lint and the whole test suite
 # Each bootstraps .venv itself and refreshes it when pyproject.toml changes.
 

@@ -167,7 +167,8 @@ def latency_columns(events: DataFrame) -> DataFrame:
 
 
 def step_totals(events: DataFrame) -> DataFrame:
-    """Per-step counts and the sender's achieved rate (as `loadgen.stats.achieved_rate_per_s`)."""
+    """Per-step counts and the sender's achieved rate (as
+    `evbench.shared.formulas.achieved_rate_per_s`)."""
     return (
         events.groupBy("sut", "step")
         .agg(

@@ -1,4 +1,5 @@
-"""Starting the two instruments as child processes, the one way every caller does it."""
+"""Starting the receiver as a child process, the one way every caller does it (a sender is
+started by loadgen.settings.SenderSettings.start)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Importing the 2019 Knative Eventing performance results (formats in
-shared/reference/knative-2019.md) as evbench runs, so `analyze` and the reports handle them.
+../shared/reference/knative-2019.md, beside this repository) as evbench runs, so `analyze` and
+the reports handle them.
 
 2019 recorded samples, not events: a publish latency `pl` and a delivery latency `dl` per
 accepted event, both at the event's SENT time, and a failure sample per failed one. Events are

@@ -37,7 +37,8 @@ class RowPlan:
 
 
 class SentColumns:
-    """One buffer of sent rows; `take` swaps it for an empty one (on the loop's thread)."""
+    """One buffer of sent rows; the engine swaps it for an empty one at each flush (on the
+    loop's thread) and hands the full one to the writer thread."""
 
     def __init__(self) -> None:
         self.seq = array("q")

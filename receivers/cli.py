@@ -20,7 +20,6 @@ from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import safe_component
 from evbench.shared.procs import raise_fd_limit
 from receivers.limits import Limits, add_limit_arguments, limits_from
-from receivers.server import Receiver
 
 # Descriptors kept free for part files, the log, the listening socket and the runtime itself.
 _SPARE_FDS = 64
@@ -63,6 +62,9 @@ def _connection_cap(limits: Limits) -> Limits:
 
 
 async def serve(args: argparse.Namespace) -> dict:
+    # Here, not at the top: `evbench --help` builds this module's flags without the receiver.
+    from receivers.server import Receiver
+
     limits = _connection_cap(limits_from(args))
     receiver = Receiver(args.out, args.name, args.host, args.port, args.flush_interval, limits)
     await receiver.start()

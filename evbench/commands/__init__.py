@@ -1,7 +1,8 @@
-"""One module per `evbench` command: each adds its subparser (`add`) and runs it (`main`).
+"""One module per `evbench` command: each adds its subparser (`add`) and runs it (`main`);
+`send` instead replaces the process with the sender (`send.exec_sender`), before parsing.
 
-Heavy imports (Spark, the runner, the receiver) happen inside `main`, so `evbench paces` or
-`--help` start in a fraction of a second and the instruments' processes never load Spark."""
+Spark and the runner are imported inside `main`, so `evbench paces` or `--help` never start a
+JVM and the instruments' processes never load Spark."""
 
 from __future__ import annotations
 

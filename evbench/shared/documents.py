@@ -39,12 +39,12 @@ class SenderDoc(TypedDict):
     max_inflight: int
     request_timeout_s: float
     drain_timeout_s: float
-    summary: dict[str, Any]  # the sender's `done` line (SenderDone), {} if it never finished
+    summary: dict[str, Any]  # the sender's `done` line (loadgen Engine.summary()), {} if none
 
 
 class ReceiverDoc(TypedDict):
     engine: str
-    stats: dict[str, Any]  # the receiver's final counters (receivers.server.Stats)
+    stats: dict[str, Any]  # the receiver's final counters (receivers.server.ReceiverStats)
 
 
 class ClockDoc(TypedDict):
@@ -212,6 +212,8 @@ class Listening(TypedDict):
     event: Literal["listening"]
     host: NotRequired[str]
     port: int
+    out: NotRequired[str]  # the receiver: where its records go
+    limits: NotRequired[dict[str, Any]]  # the receiver: receivers.limits.Limits
 
 
 class Stopped(TypedDict):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evbench.shared.documents import SenderProgress, SenderStart, StepStart, problems
 from evbench.shared.parquet import read_parts
 from evbench.shared.procs import Child
 from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
@@ -134,6 +135,22 @@ def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     child = Child("sender", [sys.executable, "-m", "loadgen", *argv], tmp_path / "s.log")
     assert child.wait(30) == 2
     assert message in child.log_path.read_text()
+
+
+def test_progress_lines_are_their_documented_types(tmp_path, receiver):
+    child = _sender(tmp_path, receiver.url + "/", "100:2")
+    seen: dict[str, list[dict]] = {}
+    while (doc := child.next_line(30)) is not None:
+        seen.setdefault(doc["event"], []).append(doc)
+    assert child.wait(10) == 0
+    for event, doc_type in (
+        ("start", SenderStart),
+        ("step_start", StepStart),
+        ("progress", SenderProgress),
+    ):
+        assert seen.get(event), f"the sender printed no {event} line"
+        for doc in seen[event]:
+            assert problems(doc, doc_type) == []
 
 
 def test_warmup_is_sent_first_and_marked(tmp_path, receiver):

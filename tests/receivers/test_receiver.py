@@ -3,12 +3,15 @@
 import json
 import signal
 import socket
+import sys
 import time
 
 import httpx
 import pytest
 
+from evbench.shared.documents import Listening, Stopped, problems
 from evbench.shared.parquet import read_parts
+from evbench.shared.procs import Child
 from evbench.shared.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 from tests.conftest import wait_until
@@ -154,3 +157,20 @@ def test_clean_stop_flushes_everything(receiver, sig):
     assert receiver.child.wait(10) == 0
     ids = {row["event_id"] for row in read_parts(receiver.out, RECEIVED_FIELDS).to_pylist()}
     assert ids == {f"c-{i}" for i in range(20)}
+
+
+def test_the_receivers_lines_are_their_documented_types(tmp_path):
+    child = Child(
+        "rx",
+        [sys.executable, "-m", "receivers", "--out", str(tmp_path / "rx"), "--port", "0"],
+        tmp_path / "rx.log",
+    )
+    try:
+        listening = child.wait_for("listening", 30)
+        assert problems(listening, Listening) == []
+    finally:
+        assert child.stop() == 0
+    last = None
+    while (doc := child.next_line(5)) is not None:
+        last = doc
+    assert last is not None and problems(last, Stopped) == []
