@@ -12,18 +12,22 @@ from evbench.shared.argtypes import (
     port_number,
     positive_seconds,
 )
-from suts.lab import LOCAL_SUTS, SUTS, LabSettings, sut_help
+from evbench.shared.errors import EvbenchError
+from suts.lab import LOCAL_SUTS, SUTS, LabSettings, driver_for, sut_help
 
 SUT_HELP = sut_help()
 
 
 def sut_list(text: str) -> tuple[str, ...]:
+    """`--sut a,b`: names the registry knows, in the order given."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in SUTS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown system '{(unknown or [text])[0]}': choose from {', '.join(SUTS)}"
-        )
+    if not names:
+        raise argparse.ArgumentTypeError(f"unknown system '{text}': choose from {', '.join(SUTS)}")
+    for name in names:
+        try:
+            driver_for(name)
+        except EvbenchError as exc:
+            raise argparse.ArgumentTypeError(str(exc).replace("SUT", "system", 1)) from None
     return names
 
 

@@ -29,7 +29,7 @@ from evbench.shared.procs import Child
 from loadgen.pace import Pace, parse_warmup
 from loadgen.settings import SenderSettings, SendKnobs
 from receivers.limits import Limits
-from suts.lab import LOCAL_SUTS, SUTS, LabSettings, Sut, make_sut
+from suts.lab import LOCAL_SUTS, LabSettings, Sut, driver_for, make_sut
 from suts.lag import ConsumerLagSampler
 
 _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
@@ -200,8 +200,7 @@ def _receiver_stats(client: httpx.Client, base_url: str) -> dict | None:
 def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome:
     """One SUT: receiver, SUT and sender started fresh, the pace sent, stragglers awaited,
     everything stopped by pid, run.json written (at the schedule start and at the end)."""
-    if opts.sut not in SUTS:
-        raise EvbenchError(f"unknown --sut '{opts.sut}': choose from {', '.join(SUTS)}")
+    driver_for(opts.sut)  # an unknown name fails here, before anything is created
     # A bad warmup fails here, before anything is created.
     warmup = parse_warmup(opts.send.warmup) if opts.send.warmup else None
     run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)

@@ -22,7 +22,7 @@ from suts.drivers import (
     SourceKafka,
 )
 
-__all__ = ["DEFAULT_TRIGGER", "LabSettings", "Sut", "make_sut"]
+__all__ = ["DEFAULT_TRIGGER", "LabSettings", "Sut", "driver_for", "make_sut"]
 
 # In the order `evbench run` goes through them without --sut.
 DRIVERS: dict[str, type[Sut]] = {
@@ -35,13 +35,18 @@ KAFKA_SUTS = tuple(name for name, driver in DRIVERS.items() if driver.kafka)
 TOPOLOGIES = {name: driver.topology for name, driver in DRIVERS.items()}
 
 
-def make_sut(
-    name: str, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"
-) -> Sut:
+def driver_for(name: str) -> type[Sut]:
+    """The one check of a SUT name (the CLI, the runner and make_sut all ask here)."""
     driver = DRIVERS.get(name)
     if driver is None:
         raise EvbenchError(f"unknown SUT '{name}': choose from {', '.join(SUTS)}")
-    return driver(settings, logs, run_id, host)
+    return driver
+
+
+def make_sut(
+    name: str, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"
+) -> Sut:
+    return driver_for(name)(settings, logs, run_id, host)
 
 
 def sut_help() -> str:
