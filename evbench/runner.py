@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -245,6 +246,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
         teardown.callback(record)
         teardown.callback(parts.client.close)
         teardown.callback(parts.sampler.stop)
+        teardown.push(partial(_failed_if_raised, outcome))
         teardown.callback(_judge_instruments, outcome)
         teardown.callback(_stop_receiver, parts, outcome, echo)
         teardown.callback(_stop_sut, parts, outcome, opts)
@@ -359,6 +361,14 @@ def _stop_receiver(parts: _Parts, outcome: RunOutcome, echo: Callable[[str], Non
 def _judge_instruments(outcome: RunOutcome) -> None:
     if outcome.instrument_failures:
         outcome.status = "failed"
+
+
+def _failed_if_raised(outcome: RunOutcome, kind: type | None, *_: object) -> bool:
+    """An exception in the run or in a step of its teardown (say, a SUT that would not stop)
+    leaves run.json saying failed, never completed; the exception goes on."""
+    if kind is not None:
+        outcome.status = "failed"
+    return False
 
 
 def _ready_text(ready: dict) -> str:

@@ -8,8 +8,8 @@ import argparse
 import sys
 
 from suts.cloudevents import parse_filter
-from suts.driver import LabSettings
 from suts.serving import Component, serve
+from suts.settings import LabSettings
 
 
 def _key_values(items: list[str]) -> dict[str, str]:

@@ -1,0 +1,49 @@
+"""What shapes a lab system's results: LabSettings, recorded in run.json.
+
+Standard library only (and the record contract), because every SUT process imports it for its
+defaults, and a process measured for its memory and CPU must load only what it uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evbench.shared.records import EVENT_TYPE, WARMUP_EVENT_TYPE
+
+# The trigger of the broker SUTs: Knative's exact attribute match, any of these alternatives.
+# Warmup events pass so they warm the whole path; decoys (DECOY_EVENT_TYPE) do not.
+DEFAULT_TRIGGER = (f"type={EVENT_TYPE}", f"type={WARMUP_EVENT_TYPE}")
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """Everything that changes results; all of it is recorded in run.json."""
+
+    partitions: int = 100
+    replication: int = 1
+    concurrency: int = 256
+    retries: int = 3
+    backoff_ms: float = 100.0
+    delivery_timeout_s: float = 30.0
+    queue_limit: int = 100_000
+    max_pending: int = 10_000
+    ingress_concurrency: int = 1024  # broker-imc: requests the ingress forwards at once
+    commit_interval_s: float = 1.0  # Kafka dispatchers: how often offsets are committed
+    # Producer/consumer settings on top of librdkafka's defaults. A 6 s session timeout gets
+    # the group assigned in ~3 s on Tansu (the 45 s default takes ~23 s); acks=all as Knative.
+    # Tansu does not answer a waiting fetch when records arrive, as Kafka does, but only at
+    # fetch.wait.max.ms: at the 500 ms default that added ~200-400 ms to every delivery
+    # (measured), an artifact of the local broker, so the wait is capped at 50 ms.
+    producer: tuple[str, ...] = ("acks=all", "linger.ms=5")
+    consumer: tuple[str, ...] = (
+        "fetch.wait.max.ms=50",
+        "session.timeout.ms=6000",
+        "heartbeat.interval.ms=1000",
+        "auto.offset.reset=earliest",
+        "enable.auto.commit=false",
+    )
+    trigger: tuple[str, ...] = DEFAULT_TRIGGER
+    kafka_bootstrap: str | None = None  # a real Kafka instead of a fresh Tansu
+    ingress: str | None = None  # external: where the sender sends (HTTP)
+    topic: str | None = None  # external: produce to this topic on --kafka-bootstrap
+    ready_timeout_s: float = 120.0
