@@ -39,7 +39,7 @@ class SenderDoc(TypedDict):
     max_inflight: int
     request_timeout_s: float
     drain_timeout_s: float
-    summary: dict[str, Any]  # the sender's `done` line (loadgen Engine.summary()), {} if none
+    summary: dict[str, Any]  # the sender's `done` line (SenderDone), {} if it never finished
 
 
 class ReceiverDoc(TypedDict):
@@ -204,6 +204,71 @@ class SenderProgress(TypedDict):
     inflight: int
     inflight_cap_hits: int
     rows_written: int
+
+
+class SenderStepSummary(TypedDict):
+    """One step as the sender saw it (loadgen.engine.StepState.summary)."""
+
+    step: int
+    warmup: bool
+    target_rate_per_s: int
+    duration_s: int
+    worker_target_rate_per_s: float
+    scheduled: int
+    sent: int
+    ok: int
+    failures: int
+    inflight_cap_hits: int
+    achieved_send_rate_per_s: float
+    lag_p50_ms: float | None
+    lag_p99_ms: float | None
+    lag_max_ms: float | None
+    wake_jitter_p99_ms: float | None
+    wake_jitter_max_ms: float | None
+    gc_ms: float | None
+    gc_collected: int | None
+
+
+class TransportStats(TypedDict, total=False):
+    """What the transport adds to `step_end` and `done` (HTTP or Kafka keys)."""
+
+    connections_open: int
+    connections_opened: int
+    connect_ms_p99: float | None
+    connect_failures: int
+    connection_waits: int
+    producer_queue_full: int
+    producer_poll_yields: int
+
+
+class StepEnd(SenderStepSummary, TransportStats):
+    event: Literal["step_end"]
+    inflight_at_step_end: int
+
+
+class SenderDone(TransportStats):
+    """The sender's last line (loadgen.engine.Engine.summary, plus its run tag and wall time);
+    run.json keeps it as sender.summary."""
+
+    event: Literal["done"]
+    start_ns: int
+    worker: int
+    workers: int
+    interrupted: bool
+    stop_reason: str | None
+    steps: list[SenderStepSummary]
+    sent: int
+    ok: int
+    failures: int
+    inflight_cap_hits: int
+    unanswered_at_end: int
+    timed_out: int
+    precise_timer: bool | None
+    rows_written: int
+    parts_written: int
+    flush_errors: int
+    run_tag: str
+    wall_s: float
 
 
 class Listening(TypedDict):

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from evbench.shared.documents import SenderProgress, SenderStart, StepStart, problems
+from evbench.shared.documents import (
+    SenderDone,
+    SenderProgress,
+    SenderStart,
+    StepEnd,
+    StepStart,
+    problems,
+)
 from evbench.shared.parquet import read_parts
 from evbench.shared.procs import Child
 from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
@@ -147,6 +154,8 @@ def test_progress_lines_are_their_documented_types(tmp_path, receiver):
         ("start", SenderStart),
         ("step_start", StepStart),
         ("progress", SenderProgress),
+        ("step_end", StepEnd),
+        ("done", SenderDone),
     ):
         assert seen.get(event), f"the sender printed no {event} line"
         for doc in seen[event]:
