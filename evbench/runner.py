@@ -204,6 +204,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
     driver_for(opts.sut)  # an unknown name fails here, before anything is created
     # A bad warmup fails here, before anything is created.
     warmup = parse_warmup(opts.send.warmup) if opts.send.warmup else None
+    env = environment()  # before the directory exists: a failure here leaves nothing behind
     run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
     sut_dir = new_sut_dir(opts.runs_dir, run_id, opts.pace.name, opts.sut)
     outcome = RunOutcome(sut_dir, "failed")
@@ -217,7 +218,6 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
         client=httpx.Client(timeout=2.0),
         sut=make_sut(opts.sut, opts.lab, sut_dir.logs, run_id, host=opts.receiver_host),
     )
-    env = environment()
 
     def record(status: RunStatus | None = None) -> None:
         doc = run_document(

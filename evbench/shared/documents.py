@@ -55,7 +55,9 @@ class ClockDoc(TypedDict):
 
 class RunDoc(TypedDict):
     """run.json: everything that shaped a run (DESIGN §3). Written by `evbench run` (at the
-    schedule start with status "running", again at the end) and by `evbench import-knative`."""
+    schedule start with status "running", again at the end) and by `evbench import-knative`.
+    The type is what today's writers write; the analysis reads older documents that lack keys
+    (a run.json from before `schedule` existed still analyses)."""
 
     version: int
     run_id: str
