@@ -36,6 +36,7 @@ from analysis.export import running_quantiles
 from benchmarks.common import machine_line
 from evbench.shared.parquet import arrow_schema
 from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
+from suts.lab import LOCAL_SUTS
 
 STEPS_1K_2K = [
     (1000, 30),
@@ -205,14 +206,7 @@ def main() -> int:
     run_dir = root / f"bench-x{args.scale}-1k-2k"
     try:
         started = time.perf_counter()
-        names = [
-            "direct",
-            "channel-imc",
-            "broker-imc",
-            "channel-kafka",
-            "broker-kafka",
-            "source-kafka",
-        ][: args.suts]
+        names = LOCAL_SUTS[: args.suts]  # the matrix `make run` runs, in its order
         events = sum(write_sut(run_dir, name, args.scale, i) for i, name in enumerate(names))
         print(
             f"generated {len(names)} SUTs, {events:,} events in "
