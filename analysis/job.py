@@ -133,7 +133,7 @@ def never_started(sut_dir: Path) -> bool:
         run = json.loads(SutDir(sut_dir).run_json.read_text())
     except (OSError, ValueError):
         return False  # unreadable: let read_run_json name the problem
-    return not _recorded_start_ns(run) and not part_files(SutDir(sut_dir).sent)
+    return not schedule_start_ns(run) and not part_files(SutDir(sut_dir).sent)
 
 
 def read_run_json(sut_dir: Path) -> dict:
@@ -147,10 +147,6 @@ def read_run_json(sut_dir: Path) -> dict:
     return run
 
 
-def _recorded_start_ns(run: dict) -> int | None:
-    return schedule_start_ns(run)
-
-
 def check_inputs(sut_dir: Path) -> SutInputs:
     """Everything analysis needs from a SUT directory, checked without Spark (seconds saved on
     a bad path, and the error names the file)."""
@@ -158,7 +154,7 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     layout = SutDir(sut_dir)
     sent = tuple(check_parts(layout.sent, SENT_FIELDS))
     received = tuple(check_parts(layout.received, RECEIVED_FIELDS))
-    start_ns, source = _recorded_start_ns(run), "run.json"
+    start_ns, source = schedule_start_ns(run), "run.json"
     if not start_ns and sent:
         start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
     if not start_ns:

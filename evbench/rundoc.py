@@ -81,7 +81,7 @@ def run_document(
 ) -> RunDoc:
     """run.json's content; `status` "running" marks the copy written at the schedule start."""
     sender = outcome.sender
-    status = status or outcome.status  # type: ignore[assignment]
+    status = status or outcome.status
     knobs = opts.send
     return {
         "version": RUN_JSON_VERSION,

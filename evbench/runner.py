@@ -25,7 +25,7 @@ from evbench.rundoc import environment, run_document, write_run_json
 from evbench.samples import ProcessSampler
 from evbench.shared.documents import RunStatus
 from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
+from evbench.shared.layout import SutDir, new_sut_dir, next_run_id, sut_dir_for
 from evbench.shared.procs import Child
 from loadgen.pace import Pace, parse_warmup
 from loadgen.settings import SenderSettings, SendKnobs
@@ -54,7 +54,7 @@ class RunOptions:
 @dataclass
 class RunOutcome:
     sut_dir: SutDir
-    status: str  # completed | interrupted | failed (run.json says running until the end)
+    status: RunStatus  # completed | interrupted | failed (run.json says running until the end)
     sender: dict = field(default_factory=dict)
     receiver: dict = field(default_factory=dict)
     sut: dict = field(default_factory=dict)
@@ -525,17 +525,24 @@ def run_matrix(
     matrix goes on; an error before anything was recorded (a bad option) stops it.
     """
     run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
+    dirs = {name: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, name) for name in suts}
+    # Before anything starts: a system's directory left by an earlier run would otherwise be
+    # taken for this run's failed system, and the others written beside it.
+    taken = [d.root for d in dirs.values() if d.root.exists()]
+    if taken:
+        raise EvbenchError(
+            f"{taken[0]} already exists: choose another --run-id (results are never overwritten)"
+        )
     outcomes = []
     for number, name in enumerate(suts, 1):
         echo(f"[{number}/{len(suts)}] {name}")
         try:
             outcome = run(replace(opts, sut=name, run_id=run_id), echo, live)
         except EvbenchError as exc:
-            sut_dir = SutDir(opts.runs_dir / f"{run_id}-{opts.pace.name}" / name)
-            if not sut_dir.run_json.exists():
+            if not dirs[name].run_json.exists():
                 raise
             echo(f"{name} failed: {exc}\ngoing on with the next system")
-            outcome = RunOutcome(sut_dir, "failed")
+            outcome = RunOutcome(dirs[name], "failed")
         outcomes.append(outcome)
         if outcome.status == "interrupted":
             echo(f"stopping the matrix: {len(suts) - number} systems not run")

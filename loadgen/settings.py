@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -205,7 +205,7 @@ def _default(name: str) -> Any:
 
 
 def _options(name: str, flag: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    options = {**kwargs, "dest": name.replace(".", "__")}
+    options = {**kwargs, "dest": _dest(name)}
     if "action" not in options:
         options.setdefault("metavar", flag.removeprefix("--").upper().replace("-", "_"))
     if not options.get("required"):
@@ -240,8 +240,3 @@ def settings_from_args(args: argparse.Namespace) -> SenderSettings:
     }
     values["kafka_config"] = tuple(values["kafka_config"] or ())
     return SenderSettings(**values, knobs=knobs_from_args(args))
-
-
-def with_knobs(settings: SenderSettings, **changes: Any) -> SenderSettings:
-    """A copy with some knobs changed (benchmarks and tests tune one or two)."""
-    return replace(settings, knobs=replace(settings.knobs, **changes))

@@ -60,6 +60,7 @@ class Sut:
         self.group: str | None = None
         self.readiness: dict = {}
         self.final_stats: dict = {}
+        self._stopped = False
 
     # what a driver decides
     def _start(self, subscriber: str) -> str:
@@ -156,6 +157,11 @@ class Sut:
         return [role for role, part in self.components.items() if not part.child.alive()]
 
     def stop(self) -> dict:
+        # Once: a failed start() stops what it started, and the runner's teardown stops again;
+        # a second reading of a stopped child's report would find it gone and blank the first.
+        if self._stopped:
+            return self.final_stats
+        self._stopped = True
         # Ingress first, so traffic stops at the door; then downstream in turn.
         for role, part in reversed(list(self.components.items())):
             part.child.stop()

@@ -32,7 +32,6 @@ DRIVERS: dict[str, type[Sut]] = {
 SUTS = tuple(DRIVERS)
 LOCAL_SUTS = tuple(name for name, driver in DRIVERS.items() if driver.local)
 KAFKA_SUTS = tuple(name for name, driver in DRIVERS.items() if driver.kafka)
-TOPOLOGIES = {name: driver.topology for name, driver in DRIVERS.items()}
 
 
 def driver_for(name: str) -> type[Sut]:

@@ -134,9 +134,14 @@ def next_run_id(runs_dir: Path, pace_name: str) -> str:
     return f"run-{max(taken, default=0) + 1}"
 
 
-def new_sut_dir(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
+def sut_dir_for(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
+    """Where a system's results of a run go (nothing is created)."""
     run_name = f"{safe_component('run id', run_id)}-{safe_component('pace name', pace_name)}"
-    root = runs_dir / run_name / safe_component("SUT name", sut)
+    return SutDir(runs_dir / run_name / safe_component("SUT name", sut))
+
+
+def new_sut_dir(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
+    root = sut_dir_for(runs_dir, run_id, pace_name, sut).root
     if root.exists():
         raise EvbenchError(
             f"{root} already exists: choose another --run-id (results are never overwritten)"

@@ -7,7 +7,6 @@ import pytest
 from evbench.shared.errors import RecordFileError
 from evbench.shared.parquet import PartWriter, arrow_schema, part_files, read_parts
 from evbench.shared.records import (
-    PROCESS_SAMPLE_FIELDS,
     RECEIVED_FIELDS,
     ROW_TYPES,
     SENT_FIELDS,
@@ -23,7 +22,7 @@ CONTRACT_TYPES = {
 }
 
 
-@pytest.mark.parametrize("fields", [SENT_FIELDS, RECEIVED_FIELDS, PROCESS_SAMPLE_FIELDS])
+@pytest.mark.parametrize("fields", list(ROW_TYPES.values()))
 def test_arrow_schema_is_the_contract(fields):
     schema = arrow_schema(fields)
     assert [(f.name, f.type, f.nullable) for f in schema] == [
@@ -32,7 +31,7 @@ def test_arrow_schema_is_the_contract(fields):
 
 
 def test_units_are_in_the_names():
-    for field in SENT_FIELDS + RECEIVED_FIELDS + PROCESS_SAMPLE_FIELDS:
+    for field in (f for fields in ROW_TYPES.values() for f in fields):
         if field.name.endswith(("_ns", "_bytes", "_per_s")):
             assert field.type in ("int64", "int32")
     names = {f.name for f in SENT_FIELDS}

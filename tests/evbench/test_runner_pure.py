@@ -1,9 +1,17 @@
 import pytest
 
 from evbench.progress import progress_line, step_line
-from evbench.runner import grace_verdict, receiver_failure, receiver_limits, sender_failure
+from evbench.runner import (
+    RunOptions,
+    grace_verdict,
+    receiver_failure,
+    receiver_limits,
+    run_matrix,
+    sender_failure,
+)
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import new_sut_dir, next_run_id
+from loadgen.pace import parse_pace
 
 
 @pytest.mark.parametrize(
@@ -110,3 +118,15 @@ def test_sender_failure(code, finished, expected):
 @pytest.mark.parametrize(("payload_bytes", "body_limit"), [(8192, 2**20), (2_000_000, 4_000_000)])
 def test_the_receiver_takes_the_runs_own_events(payload_bytes, body_limit):
     assert receiver_limits(payload_bytes).max_body_bytes == body_limit
+
+
+def test_a_matrix_never_writes_into_an_earlier_run(tmp_path):
+    pace = parse_pace("100:1", name="p")
+    earlier = new_sut_dir(tmp_path, "x", "p", "channel-imc")
+    earlier.run_json.write_text("{}")
+    lines = []
+    opts = RunOptions(pace=pace, runs_dir=tmp_path, run_id="x")
+    with pytest.raises(EvbenchError, match="channel-imc already exists"):
+        run_matrix(opts, lines.append, False, suts=("direct", "channel-imc"))
+    # refused before anything started: no directory for the first system, nothing printed
+    assert not (tmp_path / "x-p" / "direct").exists() and lines == []

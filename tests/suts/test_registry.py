@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from evbench.shared.errors import EvbenchError
-from suts.driver import Sut
+from evbench.shared.procs import Child
+from suts.driver import Started, Sut
 from suts.lab import DRIVERS, KAFKA_SUTS, LOCAL_SUTS, SUTS, LabSettings, make_sut, sut_help
 
 
@@ -47,3 +49,32 @@ def test_external_without_a_way_in_says_what_it_needs(tmp_path):
     kafka = make_sut("external", LabSettings(kafka_bootstrap="k:9092", topic="t"), tmp_path, "r1")
     assert kafka.start("http://127.0.0.1:1/") == "kafka://k:9092/t"
     assert kafka.lag_target() is None  # not a lab topic: its group is the user's
+
+
+STOPPED_ON_TERM = (
+    "import json, signal, sys, time\n"
+    "def bye(*_):\n"
+    "    print(json.dumps({'event': 'stopped', 'stats': {'handled': 7}}), flush=True)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, bye)\n"
+    "print(json.dumps({'event': 'listening', 'port': 1}), flush=True)\n"
+    "while True: time.sleep(1)\n"
+)
+
+
+@pytest.mark.e2e
+def test_a_failed_start_stops_once_and_keeps_the_final_reports(tmp_path):
+    class Broken(Sut):
+        name, summary, topology = "broken", "test", "test"
+
+        def _start(self, subscriber: str) -> str:
+            child = Child("part", [sys.executable, "-c", STOPPED_ON_TERM], tmp_path / "part.log")
+            self.components["part"] = Started(child, "")
+            child.wait_for("listening", 30)
+            raise EvbenchError("the next part would not start")
+
+    sut = Broken(LabSettings(), tmp_path, "r")
+    with pytest.raises(EvbenchError, match="would not start"):
+        sut.start("http://127.0.0.1:9/")
+    assert sut.final_stats == {"part": {"handled": 7}}
+    assert sut.stop() == {"part": {"handled": 7}}  # the runner's teardown stops it again

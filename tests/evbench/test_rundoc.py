@@ -1,0 +1,61 @@
+"""run.json's builder is a pure function of the run's options and outcome."""
+
+from pathlib import Path
+
+import pytest
+
+from evbench.rundoc import Environment, run_document
+from evbench.runner import RunOptions, RunOutcome
+from evbench.shared.documents import RunDoc, problems
+from evbench.shared.layout import SutDir
+from loadgen.pace import parse_pace
+from loadgen.settings import SendKnobs
+
+ENV = Environment("host-a", {"python": "3.11"}, {"cpus": 2}, ["evbench", "run"])
+OPTS = RunOptions(
+    pace=parse_pace("100:2,200:2", name="p"),
+    runs_dir=Path("runs"),
+    send=SendKnobs(warmup="5s@10"),
+)
+
+
+def _doc(outcome, status=None, has_warmup=True):
+    return run_document(OPTS, "r1", has_warmup, outcome, {}, {"sender": 1}, ENV, 1, 2, status)
+
+
+@pytest.mark.parametrize(
+    ("outcome_status", "status", "written", "interrupted"),
+    [
+        ("completed", None, "completed", False),
+        ("interrupted", None, "interrupted", True),
+        ("failed", None, "failed", False),
+        ("failed", "running", "running", False),  # the copy written at the schedule start
+    ],
+)
+def test_status_and_interrupted(outcome_status, status, written, interrupted):
+    doc = _doc(RunOutcome(SutDir(Path("x")), outcome_status), status)
+    assert problems(doc, RunDoc) == []
+    assert (doc["status"], doc["interrupted"]) == (written, interrupted)
+
+
+def test_the_schedule_start_comes_from_the_runner_or_else_the_senders_summary():
+    outcome = RunOutcome(SutDir(Path("x")), "completed", sender={"start_ns": 42})
+    assert _doc(outcome)["schedule"]["start_ns"] == 42
+    outcome.schedule_start_ns = 7
+    assert _doc(outcome)["schedule"]["start_ns"] == 7
+
+
+def test_a_warmup_is_recorded_only_when_the_run_had_one():
+    outcome = RunOutcome(SutDir(Path("x")), "completed")
+    assert _doc(outcome)["schedule"]["warmup"] == "5s@10"
+    assert _doc(outcome, has_warmup=False)["schedule"]["warmup"] is None
+    doc = _doc(outcome)
+    assert doc["pace"]["steps"] == [
+        {"rate_per_s": 100, "duration_s": 2},
+        {"rate_per_s": 200, "duration_s": 2},
+    ]
+    assert (doc["pace"]["events"], doc["hosts"]["sender"], doc["command"]) == (
+        600,
+        "host-a",
+        ["evbench", "run"],
+    )
