@@ -43,6 +43,7 @@ from analysis.transforms import (
     latency_columns,
     latency_points,
     measured,
+    on_sender_clock,
     per_second,
     sent_events,
     step_totals,
@@ -62,7 +63,9 @@ from analysis.verdicts import (
     under_instrument_failure,
     verdict_text,
 )
+from evbench.shared.clocks import Correction, corrections_from, to_apply
 from evbench.shared.documents import (
+    ClockSummaryDoc,
     SummaryDoc,
     receiver_stats,
     schedule_start_ns,
@@ -89,6 +92,7 @@ SUMMARY_LATENCIES = {
 class AnalyzeOptions:
     trim_s: float = 0.0
     export_knative: bool = False
+    clock_correction: str = "auto"  # evbench.shared.clocks.CORRECTION_MODES
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 
@@ -191,9 +195,14 @@ def analyze(
         f"s{i}": t if isinstance(t, SutInputs) else check_inputs(t) for i, t in enumerate(targets)
     }
     dirs = {key: inputs.path for key, inputs in checked.items()}
+    measured_offsets = {key: corrections_from(i.run.get("clock")) for key, i in checked.items()}
+    applied = {
+        key: to_apply(offsets, opts.clock_correction) for key, offsets in measured_offsets.items()
+    }
     sent = _load_all(spark, checked, "sent", SENT_FIELDS)
     received = _load_all(spark, checked, "received", RECEIVED_FIELDS)
-    found = _aggregate(spark, sent, received, opts, dirs)
+    corrections = {(key, w): c for key, found in applied.items() for w, c in found.items()}
+    found = _aggregate(spark, sent, received, opts, dirs, corrections)
     summaries = []
     for key, path in dirs.items():
         summary = _summary(
@@ -203,6 +212,7 @@ def analyze(
             found.foreign_counts.get(key, 0),
             {(m, st): d for (k, m, st), d in found.step_sketch.items() if k == key},
             found.e2e_points.get(key, []),
+            (measured_offsets[key], applied[key]),
         )
         _write_sut(SutDir(path), key, found, summary)
         echo(_headline(summary))
@@ -230,12 +240,15 @@ def _aggregate(
     received: DataFrame,
     opts: AnalyzeOptions,
     dirs: dict[str, Path],
+    corrections: dict[tuple[str, int], Correction],
 ) -> _Aggregates:
     """The chain of transforms; the digests (too big for the driver) and the optional 2019
     export are written by Spark on the way."""
     # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
     joined = join_deliveries(sent, first_deliveries(received)).cache()
-    events = with_latencies(with_outcomes(trimmed(measured(sent_events(joined)), opts.trim_s)))
+    # Received stamps onto the sender's clock first: every figure after uses them.
+    events = on_sender_clock(sent_events(joined), corrections)
+    events = with_latencies(with_outcomes(trimmed(measured(events), opts.trim_s)))
     metrics = _by_sut(r.asDict() for r in per_second(events).collect())
     totals = _by_sut(r.asDict() for r in step_totals(events).collect())
     digests = step_digests(latency_columns(events)).cache()
@@ -390,6 +403,7 @@ def _summary(
     foreign_count: int,
     step_sketch: dict,
     e2e_points: list[dict],
+    clocks: tuple[dict[int, Correction], dict[int, Correction]],
 ) -> SummaryDoc:
     run = inputs.run
     durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
@@ -433,6 +447,43 @@ def _summary(
         "breaking_point_per_s": point,
         "max_sustainable_rate_per_s": sustainable,
         "thresholds": opts.thresholds.as_dict(),
+        "clock": _clock_summary(*clocks, opts.clock_correction, totals),
+    }
+
+
+def _clock_summary(
+    offsets: dict[int, Correction], applied: dict[int, Correction], mode: str, totals: list[dict]
+) -> ClockSummaryDoc:
+    """What was done about the sender's and receiver's clocks, and how far to trust it."""
+    if applied:
+        workers = ", ".join(map(str, sorted(applied)))
+        bound_ms = max(c.bound_ns for c in applied.values()) / 1e6
+        note = (
+            f"end-to-end latencies corrected for the clock offset of sender worker(s) {workers},"
+            f" within ±{bound_ms:.3f} ms"
+        )
+    elif offsets:
+        note = (
+            "not corrected: --clock-correction off"
+            if mode == "off"
+            else "not corrected: the measured offsets are within their error bounds (one clock)"
+        )
+    else:
+        note = "not corrected: no clock offsets were measured (run.json has none)"
+    return {
+        "correction": mode,
+        "applied": bool(applied),
+        "note": note,
+        "workers": {
+            str(worker): {
+                "offset_ns": c.before.offset_ns,
+                "bound_ns": c.bound_ns,
+                "drift_ns": c.drift_ns,
+                "applied": worker in applied,
+            }
+            for worker, c in sorted(offsets.items())
+        },
+        "negative_e2e": int(sum(t.get("negative_e2e") or 0 for t in totals)),
     }
 
 

@@ -208,6 +208,24 @@ def _resources_html(sut_dir: Path) -> str:
     return "<h2>Resources</h2>" + _figure_html(figure, "resources")
 
 
+def clock_note(summary: dict) -> str:
+    """What the analysis did about the sender's and receiver's clocks, and within what bound;
+    nothing for summaries from before clock offsets were measured."""
+    clock = summary.get("clock")
+    if not clock:
+        return ""
+    text = clock["note"]
+    if workers := clock["workers"]:
+        text += "; offsets " + ", ".join(
+            f"worker {w}: {c['offset_ns'] / 1e6:+.3f} ms ± {c['bound_ns'] / 1e6:.3f}, "
+            f"drift {c['drift_ns'] / 1e6:+.3f} ms"
+            for w, c in workers.items()
+        )
+    if clock["negative_e2e"]:
+        text += f"; {clock['negative_e2e']} events arrived before they were due (clock error)"
+    return f"<p class='note clock'>Clocks: {html.escape(text)}</p>"
+
+
 def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
     layout = SutDir(sut_dir)
     analysis_dir = layout.analysis
@@ -222,6 +240,7 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
         _plotly_text(f"{summary['sut']}: {headline(summary)}"),
     )
     trimmed = f"<p class='note'>{html.escape(summary['trimmed'])}</p>" if summary["trimmed"] else ""
+    trimmed += clock_note(summary)
     body = (
         f"<h1>{html.escape(name)}</h1>{status_banner(summary)}"
         f"<p><b>{html.escape(headline(summary))}</b>; end-to-end "

@@ -8,9 +8,12 @@ SUTs of a run go through one chain of jobs together.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from evbench.shared.clocks import Correction
 from evbench.shared.records import INFLIGHT_CAP_ERROR
 
 NS_PER_S = 1_000_000_000
@@ -72,6 +75,24 @@ def sent_events(joined: DataFrame) -> DataFrame:
 def foreign_deliveries(joined: DataFrame) -> DataFrame:
     """Ids received but never sent, with how often each arrived."""
     return joined.where(F.col("is_sent").isNull()).select("sut", "event_id", "deliveries")
+
+
+def on_sender_clock(
+    events: DataFrame, corrections: Mapping[tuple[str, int], Correction]
+) -> DataFrame:
+    """`received_ns` moved onto the clock of the worker that sent the event: minus the
+    receiver's offset to that worker, interpolated at the event's intended time. Keyed by (sut,
+    worker); events of other workers, and foreign deliveries, keep the receiver's stamp."""
+    if not corrections:
+        return events
+    offset = F.lit(None).cast("double")
+    for (sut, worker), correction in corrections.items():
+        here = (F.col("sut") == F.lit(sut)) & (F.col("worker") == F.lit(worker))
+        at = F.col("intended_ns") - F.lit(correction.before.at_ns)
+        line = F.lit(float(correction.before.offset_ns)) + F.lit(correction.slope) * at
+        offset = F.when(here, line).otherwise(offset)
+    corrected = (F.col("received_ns") - F.round(offset)).cast("long")
+    return events.withColumn("received_ns", F.coalesce(corrected, F.col("received_ns")))
 
 
 def with_outcomes(events: DataFrame) -> DataFrame:
@@ -189,6 +210,9 @@ def step_totals(events: DataFrame) -> DataFrame:
             F.max("sent_ns").alias("last_sent_ns"),
             F.min("received_ns").alias("first_received_ns"),
             F.max("received_ns").alias("last_received_ns"),
+            # Arrived before it was due: only a clock disagreement (or a wrong correction) does
+            # that, so it is counted, never hidden.
+            F.count(F.when(F.col("received_ns") < F.col("intended_ns"), 1)).alias("negative_e2e"),
         )
         .orderBy("sut", "step")
     )

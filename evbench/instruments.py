@@ -22,6 +22,7 @@ def start_receiver(
     name: str = "receiver",
     timeout_s: float = 30.0,
     limits: Limits | None = None,
+    clock_shift_ms: float = 0.0,
 ) -> tuple[Child, str]:
     """A receiver process writing to `out`; returns it and its base URL once /healthz answers."""
     child = Child(
@@ -39,6 +40,7 @@ def start_receiver(
             "--name",
             name,
             *(limit_argv(limits) if limits else []),
+            *(["--clock-shift", str(clock_shift_ms)] if clock_shift_ms else []),
         ],
         log,
     )

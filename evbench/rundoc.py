@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from evbench.shared.documents import RunDoc, RunStatus
+from evbench.shared.documents import ClockDoc, RunDoc, RunStatus, SenderClock
 from evbench.shared.layout import SutDir
 from evbench.shared.records import RUN_JSON_VERSION
 
@@ -115,11 +115,10 @@ def run_document(
         "receiver": {"engine": RECEIVER_ENGINE, "stats": outcome.receiver},
         "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
         "hosts": {"sender": env.host, "receiver": env.host},
-        "clock": {
-            "sender_receiver_same_host": True,
-            "offset_ns": 0,
-            "source": "time.time_ns() in every process",
-        },
+        "clock": clock_document(
+            sender.get("clock") or outcome.sender_clock,
+            round(opts.receiver_clock_shift_ms * 1_000_000),
+        ),
         "peak_rss_bytes": peak_rss_bytes,
         "versions": env.versions,
         "platform": env.platform,
@@ -127,6 +126,25 @@ def run_document(
         "started_ns": started_ns,
         "ended_ns": ended_ns,
     }
+
+
+def clock_document(sender_clock: SenderClock | None, receiver_shift_ns: int) -> ClockDoc:
+    """run.json's `clock`: how sender and receiver stamps relate. `offset_ns` is the measured
+    offset before the run (0 when not measured: one host's clock read by both)."""
+    before = sender_clock["before"] if sender_clock else None
+    doc: ClockDoc = {
+        "sender_receiver_same_host": True,
+        "offset_ns": before["offset_ns"] if before else 0,
+        "source": (
+            "NTP-style exchanges with the receiver's /clock before and after the run"
+            if before
+            else "time.time_ns() in every process"
+        ),
+        "senders": {"0": sender_clock} if sender_clock else {},
+    }
+    if receiver_shift_ns:
+        doc["receiver_shift_ns"] = receiver_shift_ns
+    return doc
 
 
 def write_run_json(sut_dir: SutDir, doc: RunDoc) -> None:

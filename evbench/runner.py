@@ -47,6 +47,8 @@ class RunOptions:
     grace_cap_s: float = 60.0
     receiver_host: str = "127.0.0.1"
     receiver_port: int = 0
+    # Shifts the receiver's clock, as if on a host whose clock is off (tests the correction).
+    receiver_clock_shift_ms: float = 0.0
     lab: LabSettings = field(default_factory=LabSettings)
     lag_interval_s: float = 5.0
 
@@ -62,6 +64,8 @@ class RunOutcome:
     # Why the instruments cannot be trusted (any entry fails the run; analysis says so too).
     instrument_failures: list[str] = field(default_factory=list)
     schedule_start_ns: int | None = None  # announced by the sender before its first slot
+    # The sender's clock offsets (SenderClock), as of its start line; its done line has both.
+    sender_clock: dict | None = None
 
     @property
     def exit_code(self) -> int:
@@ -234,10 +238,11 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
         )
         write_run_json(sut_dir, doc)
 
-    def record_start(start_ns: int) -> None:
+    def record_start(start: dict) -> None:
         # Written before the first slot, so that a run whose sender (or this process) dies is
         # still analysed up to where its records end.
-        outcome.schedule_start_ns = start_ns
+        outcome.schedule_start_ns = int(start["start_ns"])
+        outcome.sender_clock = start.get("clock")
         record("running")
 
     with _Interrupts(echo) as interrupts, ExitStack() as teardown:
@@ -277,7 +282,7 @@ def _drive(
     parts: _Parts,
     outcome: RunOutcome,
     interrupts: _Interrupts,
-    record_start: Callable[[int], None],
+    record_start: Callable[[dict], None],
     echo: Callable[[str], None],
     live: bool,
 ) -> None:
@@ -289,6 +294,7 @@ def _drive(
         opts.receiver_host,
         opts.receiver_port,
         limits=receiver_limits(opts.send.payload_bytes),
+        clock_shift_ms=opts.receiver_clock_shift_ms,
     )
     receiver = parts.receiver
     sampler.watch("receiver", receiver.pid)
@@ -303,7 +309,7 @@ def _drive(
     if (where := sut.lag_target()) is not None:
         parts.lag = ConsumerLagSampler(*where, sut_dir.consumer_lag, opts.lag_interval_s)
         parts.lag.start()
-    parts.sender = sender = _sender_settings(opts, sut_dir, target).start(
+    parts.sender = sender = _sender_settings(opts, sut_dir, target, base_url).start(
         sut_dir.logs / "sender.log"
     )
     interrupts.sender = sender
@@ -379,7 +385,9 @@ def _ready_text(ready: dict) -> str:
     return ", ".join(parts) or "every component answers /ready"
 
 
-def _sender_settings(opts: RunOptions, sut_dir: SutDir, target: str) -> SenderSettings:
+def _sender_settings(
+    opts: RunOptions, sut_dir: SutDir, target: str, receiver_url: str
+) -> SenderSettings:
     kafka = target.startswith("kafka://")
     return SenderSettings(
         target=target,
@@ -387,6 +395,7 @@ def _sender_settings(opts: RunOptions, sut_dir: SutDir, target: str) -> SenderSe
         out=sut_dir.sent,
         knobs=opts.send,
         kafka_config=tuple(opts.lab.producer) if kafka else (),
+        clock_url=f"{receiver_url}/clock",
     )
 
 
@@ -397,7 +406,7 @@ class _Watch:
     sender: Child
     receiver: Child
     sut: Sut
-    on_start: Callable[[int], None]  # the sender announced its schedule start (epoch ns)
+    on_start: Callable[[dict], None]  # the sender's start line (SenderStart)
     receiver_lost: bool = False
 
 
@@ -438,7 +447,7 @@ def _follow_sender(
             reported_dead |= newly_dead
             echo(f"{sut.name}: {', '.join(sorted(newly_dead))} exited during the run; going on")
         if kind == "start":
-            watch.on_start(int(doc["start_ns"]))
+            watch.on_start(doc)
         elif kind == "progress":
             progress_count += 1
             if not live and progress_count % _LOG_PROGRESS_EVERY:

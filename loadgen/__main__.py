@@ -21,6 +21,7 @@ from evbench.shared.errors import EvbenchError
 from evbench.shared.parquet import PartWriter
 from evbench.shared.procs import raise_fd_limit
 from evbench.shared.records import SENT_FIELDS
+from loadgen.clocksync import measure
 from loadgen.engine import Engine
 from loadgen.http import HttpTransport
 from loadgen.kafka import KafkaTransport
@@ -146,6 +147,8 @@ async def _send(
     # Start-up work first, then the start instant: --start-delay is the time the process has
     # from here to its first slot, not a budget the warm-up may eat into.
     await engine.warm_up()
+    clock = _Clock(settings.clock_url)
+    await clock.measure("before")
     # Start-up objects (imports, schedule, payload pad) never die: keep them out of every
     # between-steps collection so those stay short.
     gc.collect()
@@ -161,6 +164,7 @@ async def _send(
             "spec": pace.spec,
             "max_inflight": max_inflight,
             "steps": [asdict(s) for s in steps],
+            **({"clock": clock.doc} if settings.clock_url else {}),
         }
     )
     # The record writer's thread holds the GIL now and then; by default the pacer would wait up
@@ -170,9 +174,31 @@ async def _send(
     summary = await engine.run(start_ns)
     summary["run_tag"] = run_tag
     summary["wall_s"] = round(time.perf_counter() - wall_start, 3)
+    if settings.clock_url:
+        await clock.measure("after")
+        summary["clock"] = clock.doc
     (settings.out / f"_sender-w{worker}.json").write_text(json.dumps(summary, indent=2))
     _emit({"event": "done", **summary})
     return 130 if summary["interrupted"] else 0
+
+
+class _Clock:
+    """The offsets to the receiver's clock before and after the run (a SenderClock document)."""
+
+    def __init__(self, url: str | None) -> None:
+        self.doc: dict = {"url": url, "before": None, "after": None, "errors": []}
+
+    async def measure(self, when: str) -> None:
+        if self.doc["url"] is None:
+            return
+        # Blocking socket work, on a thread: a signal still stops the run meanwhile.
+        offset, error = await asyncio.to_thread(measure, self.doc["url"])
+        self.doc[when] = offset.as_doc() if offset else None
+        if error:
+            self.doc["errors"].append(f"{when}: {error}")
+            print(
+                f"evbench send: clock offset {when} the run not measured: {error}", file=sys.stderr
+            )
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ class SenderSettings:
     flush_interval_s: float = 1.0
     worker: int = 0
     workers: int = 1
+    clock_url: str | None = None  # the receiver's /clock: offsets measured before and after
 
     def argv(self) -> list[str]:
         """The flags that make `python -m loadgen` parse back exactly these settings."""
@@ -183,6 +184,16 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "workers",
         "--workers",
         dict(type=at_least_one, help="workers sharing the pace (default %(default)s)"),
+    ),
+    (
+        "clock_url",
+        "--clock-url",
+        dict(
+            metavar="URL",
+            help="the receiver's clock endpoint (http://HOST:PORT/clock): before the first slot "
+            "and after the last, measure this host's clock offset to it, so that the analysis "
+            "can correct end-to-end latency across hosts (default: not measured)",
+        ),
     ),
 )
 

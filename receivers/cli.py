@@ -15,7 +15,7 @@ from pathlib import Path
 
 import uvloop
 
-from evbench.shared.argtypes import port_number
+from evbench.shared.argtypes import port_number, signed_milliseconds
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import safe_component
 from evbench.shared.procs import raise_fd_limit
@@ -44,6 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between record flushes (default 1.0)",
     )
+    parser.add_argument(
+        "--clock-shift",
+        type=signed_milliseconds,
+        default=0.0,
+        metavar="MS",
+        help="add this many milliseconds to every stamp and clock reading, as if this host's "
+        "clock were that far ahead (negative: behind); for testing the clock correction "
+        "(default 0)",
+    )
     add_limit_arguments(parser)
 
 
@@ -66,7 +75,15 @@ async def serve(args: argparse.Namespace) -> dict:
     from receivers.server import Receiver
 
     limits = _connection_cap(limits_from(args))
-    receiver = Receiver(args.out, args.name, args.host, args.port, args.flush_interval, limits)
+    receiver = Receiver(
+        args.out,
+        args.name,
+        args.host,
+        args.port,
+        args.flush_interval,
+        limits,
+        clock_shift_ns=round(args.clock_shift * 1_000_000),
+    )
     await receiver.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -79,6 +96,7 @@ async def serve(args: argparse.Namespace) -> dict:
             "port": receiver.port,
             "out": str(args.out),
             "limits": asdict(limits),
+            "clock_shift_ns": receiver.clock_shift_ns,
         }
     )
     await stop.wait()

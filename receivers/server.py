@@ -15,6 +15,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from receivers.limits import Limits
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_USAGE = b"POST events to any path; GET /healthz, /stats\n"
+_USAGE = b"POST events to any path; GET /healthz, /stats, /clock\n"
 _SWEEP_INTERVAL_S = 0.5
 _CLOSE_GRACE_S = 2.0
 
@@ -93,10 +94,21 @@ def _response(
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
 
 
+def _shifted_clock(shift_ns: int) -> Callable[[], int]:
+    if not shift_ns:
+        return time.time_ns
+
+    def now_ns() -> int:
+        return time.time_ns() + shift_ns
+
+    return now_ns
+
+
 class _Connection(asyncio.Protocol):
     def __init__(self, receiver: Receiver) -> None:
         self.receiver = receiver
         self.limits = receiver.limits
+        self.now_ns = receiver.now_ns
         self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.chunk_ns = 0
@@ -165,7 +177,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         # The one clock read that matters: before the parser sees a byte.
-        self.chunk_ns = time.time_ns()
+        self.chunk_ns = self.now_ns()
         self.chunk_mono = time.monotonic()
         if self.closing:  # (no data comes after connection_lost, which drops the parser)
             return
@@ -281,6 +293,11 @@ class _Connection(asyncio.Protocol):
             self._respond(_ACCEPTED)
         elif method in (b"GET", b"HEAD") and path == b"/healthz":
             self._respond(_response("200 OK", b"ok\n", head=head))
+        elif method == b"GET" and path == b"/clock":
+            # An NTP-style exchange (evbench.shared.clocks): when the request's first bytes
+            # arrived and when this answer leaves, on the clock that stamps the records.
+            body = b'{"received_ns":%d,"replied_ns":%d}' % (self.started_ns, self.now_ns())
+            self._respond(_response("200 OK", body, b"application/json"))
         elif method in (b"GET", b"HEAD") and path == b"/stats":
             body = json.dumps({**asdict(receiver.stats), **receiver.gauges()}).encode()
             self._respond(_response("200 OK", body, b"application/json", head=head))
@@ -365,8 +382,12 @@ class Receiver:
         port: int = 0,
         flush_interval_s: float = 1.0,
         limits: Limits | None = None,
+        clock_shift_ns: int = 0,
     ) -> None:
         self.name = name
+        # A shifted clock simulates a host whose clock is off, to test the correction.
+        self.clock_shift_ns = clock_shift_ns
+        self.now_ns = _shifted_clock(clock_shift_ns)
         self.host = host
         self.port = port
         self.flush_interval_s = flush_interval_s

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evbench.commands import echo
 from evbench.shared.argtypes import seconds
+from evbench.shared.clocks import CORRECTION_MODES
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import analysed_summaries
 
@@ -44,12 +45,25 @@ def add(commands: argparse._SubParsersAction) -> None:
         help='override verdict thresholds, e.g. {"max_lost_ratio": 0.01}; the thresholds '
         "used are printed in every summary.json",
     )
+    analyze.add_argument(
+        "--clock-correction",
+        choices=CORRECTION_MODES,
+        default="auto",
+        help="move received stamps onto each sender's clock by the offsets measured at the run's "
+        "start and end: auto (default) where the clocks measurably disagree, on wherever "
+        "measured, off never; the summary says what was done and within what bound",
+    )
     analyze.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
     return analyze_path(
-        args.path, args.spark_master, args.trim, args.thresholds, args.export_knative
+        args.path,
+        args.spark_master,
+        args.trim,
+        args.thresholds,
+        args.export_knative,
+        args.clock_correction,
     )
 
 
@@ -59,6 +73,7 @@ def analyze_path(
     trim_s: float,
     thresholds_file: Path | None = None,
     export_knative: bool = False,
+    clock_correction: str = "auto",
 ) -> int:
     """Exit code: 0, or 1 when an instrument of any analysed system failed."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
@@ -86,7 +101,12 @@ def analyze_path(
         summaries = analyze(
             spark,
             inputs,
-            AnalyzeOptions(trim_s=trim_s, thresholds=thresholds, export_knative=export_knative),
+            AnalyzeOptions(
+                trim_s=trim_s,
+                thresholds=thresholds,
+                export_knative=export_knative,
+                clock_correction=clock_correction,
+            ),
             echo,
         )
     finally:

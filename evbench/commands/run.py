@@ -9,7 +9,7 @@ from pathlib import Path
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from evbench.shared.argtypes import seconds
+from evbench.shared.argtypes import seconds, signed_milliseconds
 from evbench.shared.layout import default_runs_dir
 from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments, knobs_from_args
@@ -54,6 +54,14 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="never wait for deliveries longer than this (default 60)",
     )
     run.add_argument(
+        "--receiver-clock-shift",
+        type=signed_milliseconds,
+        default=0.0,
+        metavar="MS",
+        help="run the receiver as if its host's clock were MS milliseconds ahead (negative: "
+        "behind), to see the clock correction at work (default 0)",
+    )
+    run.add_argument(
         "--no-analyze",
         action="store_true",
         help="skip the Spark analysis at the end (run `evbench analyze` later)",
@@ -76,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
         grace_cap_s=args.grace_cap,
         receiver_host=args.receiver_host,
         receiver_port=args.receiver_port,
+        receiver_clock_shift_ms=args.receiver_clock_shift,
         lab=lab_settings(args),
     )
     live = sys.stderr.isatty()

@@ -69,3 +69,14 @@ def seconds(text: str) -> float:
 def milliseconds(text: str) -> float:
     """A delay of 0 or more milliseconds; `100` or `100ms`."""
     return _finite(text, "ms", "milliseconds", above_zero=False)
+
+
+def signed_milliseconds(text: str) -> float:
+    """A finite number of milliseconds either side of 0 (a clock shift); `-250` or `250ms`."""
+    try:
+        value = float(text.removesuffix("ms"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of milliseconds") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of milliseconds")
+    return value

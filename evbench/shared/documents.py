@@ -47,10 +47,36 @@ class ReceiverDoc(TypedDict):
     stats: dict[str, Any]  # the receiver's final counters (receivers.server.ReceiverStats)
 
 
+class OffsetDoc(TypedDict):
+    """evbench.shared.clocks.OffsetEstimate: the receiver's clock minus the sender's."""
+
+    at_ns: int
+    offset_ns: int
+    bound_ns: int
+    exchanges: int
+    kept: int
+    min_delay_ns: int
+
+
+class SenderClock(TypedDict):
+    """A sender's offsets to the receiver's clock (`--clock-url`), before and after its run;
+    None where it could not be measured, and why in `errors`."""
+
+    url: str
+    before: OffsetDoc | None
+    after: OffsetDoc | None
+    errors: list[str]
+
+
 class ClockDoc(TypedDict):
+    """How sender and receiver stamps relate; `senders` holds each worker's measured offsets
+    (evbench.shared.clocks), which the analysis uses to correct end-to-end latency."""
+
     sender_receiver_same_host: bool
     offset_ns: int
     source: str
+    senders: NotRequired[dict[str, SenderClock]]  # by worker index
+    receiver_shift_ns: NotRequired[int]  # the receiver's --clock-shift (a simulated skew)
 
 
 class RunDoc(TypedDict):
@@ -152,6 +178,23 @@ class StepSummaryDoc(TypedDict):
     reasons: list[str]
 
 
+class WorkerClockDoc(TypedDict):
+    offset_ns: int  # the receiver's clock minus the worker's, before the run
+    bound_ns: int  # the correction is right within ± this
+    drift_ns: int  # how much the offset moved from before the run to after
+    applied: bool
+
+
+class ClockSummaryDoc(TypedDict):
+    """What the analysis did about the sender's and receiver's clocks (`--clock-correction`)."""
+
+    correction: str  # auto | on | off
+    applied: bool
+    note: str
+    workers: dict[str, WorkerClockDoc]  # by worker index
+    negative_e2e: int  # events received before they were due: a clock disagreement, counted
+
+
 class SummaryDoc(TypedDict):
     """analysis/summary.json of one SUT."""
 
@@ -171,6 +214,7 @@ class SummaryDoc(TypedDict):
     breaking_point_per_s: int | None
     max_sustainable_rate_per_s: int | None
     thresholds: dict[str, Any]
+    clock: NotRequired[ClockSummaryDoc]  # absent in summaries written before clock offsets
 
 
 # progress lines (JSON, one per line on stdout) ---------------------------------------------
@@ -183,6 +227,7 @@ class SenderStart(TypedDict):
     spec: str
     max_inflight: int
     steps: list[dict[str, Any]]  # loadgen.schedule.PlannedStep as a dict
+    clock: NotRequired[SenderClock]  # with --clock-url: "before" measured
 
 
 class StepStart(TypedDict):
@@ -271,6 +316,7 @@ class SenderDone(TransportStats):
     flush_errors: int
     run_tag: str
     wall_s: float
+    clock: NotRequired[SenderClock]  # with --clock-url
 
 
 class Listening(TypedDict):
@@ -281,6 +327,7 @@ class Listening(TypedDict):
     port: int
     out: NotRequired[str]  # the receiver: where its records go
     limits: NotRequired[dict[str, Any]]  # the receiver: receivers.limits.Limits
+    clock_shift_ns: NotRequired[int]  # the receiver: added to every stamp (--clock-shift)
 
 
 class Stopped(TypedDict):

@@ -15,6 +15,7 @@ from analysis.figures import (
     six_series,
     step_spans,
 )
+from analysis.report import clock_note
 
 S = 1_000_000_000
 
@@ -174,3 +175,32 @@ def test_resource_samples_one_line_per_process_and_the_summed_lag():
     assert titles == ["RSS (MB)", "CPU (% of one core)", "consumer lag (records, all partitions)"]
     without_lag = resource_samples(processes, [], start, "r")
     assert len(without_lag.layout.annotations) == 2 and len(without_lag.data) == 4
+
+
+def _clock(applied, workers, negative=0):
+    return {
+        "clock": {
+            "correction": "auto",
+            "applied": applied,
+            "note": "corrected" if applied else "not corrected",
+            "workers": workers,
+            "negative_e2e": negative,
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("summary", "shown"),
+    [
+        ({}, ""),  # a summary from before clock offsets: nothing to say
+        (_clock(False, {}), "Clocks: not corrected</p>"),
+        (
+            _clock(True, {"0": {"offset_ns": 250_000_000, "bound_ns": 41_000, "drift_ns": -2_000}}),
+            "Clocks: corrected; offsets worker 0: +250.000 ms ± 0.041, drift -0.002 ms</p>",
+        ),
+        (_clock(False, {}, negative=3), "3 events arrived before they were due (clock error)"),
+    ],
+)
+def test_the_report_says_what_was_done_about_the_clocks(summary, shown):
+    note = clock_note(summary)
+    assert (shown in note) if shown else note == ""

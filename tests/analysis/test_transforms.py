@@ -10,6 +10,7 @@ from analysis.transforms import (
     join_deliveries,
     latency_columns,
     measured,
+    on_sender_clock,
     per_second,
     sent_events,
     step_totals,
@@ -17,6 +18,7 @@ from analysis.transforms import (
     with_latencies,
     with_outcomes,
 )
+from evbench.shared.clocks import Correction, OffsetEstimate
 from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
 S = 1_000_000_000
@@ -191,3 +193,31 @@ def test_suts_sharing_ids_stay_apart(spark):
         .collect()
     }
     assert rows == {"x": 0, "y": -1}  # seconds count from each SUT's own start
+
+
+def test_received_stamps_move_onto_each_workers_clock(spark):
+    # Two workers: worker 0's receiver offset drifts from +1 ms to +3 ms over 1 s; worker 1's
+    # is a constant -0.5 ms; a foreign delivery (no worker) and an undelivered event stay.
+    drifting = Correction(_offset(T0, 1 * MS), _offset(T0 + S, 3 * MS))
+    constant = Correction(_offset(T0, -MS // 2))
+    rows = [
+        ("s0", 0, T0, T0 + 1 * MS + 5 * MS),  # 5 ms late, offset +1 ms
+        ("s0", 0, T0 + S // 2, T0 + S // 2 + 2 * MS + 7 * MS),  # halfway: +2 ms
+        ("s0", 1, T0, T0 - MS // 2 + 4 * MS),
+        ("s0", 1, T0, None),
+        ("s1", 0, T0, T0 + 9 * MS),  # another SUT's worker 0: not corrected
+    ]
+    events = spark.createDataFrame(
+        rows, "sut string, worker int, intended_ns long, received_ns long"
+    )
+    got = on_sender_clock(events, {("s0", 0): drifting, ("s0", 1): constant})
+    latency = [
+        None if r["received_ns"] is None else (r["received_ns"] - r["intended_ns"]) / MS
+        for r in got.orderBy("sut", "worker", "intended_ns", "received_ns").collect()
+    ]
+    assert latency == [5.0, 7.0, None, 4.0, 9.0]
+    assert on_sender_clock(events, {}) is events  # nothing measured: nothing touched
+
+
+def _offset(at_ns: int, offset_ns: int) -> OffsetEstimate:
+    return OffsetEstimate(at_ns, offset_ns, bound_ns=10_000, exchanges=32, kept=8, min_delay_ns=1)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.job import AnalyzeOptions, analyze_sut
 from evbench.shared.documents import RunDoc, SummaryDoc, problems
 from evbench.shared.parquet import part_files, read_parts
 from evbench.shared.procs import die_with_parent
@@ -22,6 +23,7 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.e2e
 
 PACE = "200:2,400:2"
+MS = 1_000_000
 GAP_S = 0.5
 
 
@@ -110,6 +112,48 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     dom, console = render(sut_dir / "analysis" / "report.html", tmp_path)
     assert console_errors(console) == []
     assert all(drawn(dom, div) for div in ("six-series", "latency-points", "sender-health"))
+
+
+def test_a_skewed_receiver_clock_is_measured_and_corrected(tmp_path, spark):
+    # The receiver's clock runs 250 ms behind: uncorrected, every event arrives before it was due.
+    shift_ms = -250
+    proc = _evbench(
+        "run",
+        "--sut",
+        "direct",
+        "--pace",
+        "200:2",
+        "--receiver-clock-shift",
+        str(shift_ms),
+        "--runs-dir",
+        str(tmp_path),
+        "--run-id",
+        "skew",
+        "--no-analyze",
+    )
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    sut_dir = tmp_path / "skew-200x2" / "direct"
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert problems(run, RunDoc) == []
+    clock = run["clock"]
+    assert clock["receiver_shift_ns"] == shift_ms * MS
+    sender_clock = clock["senders"]["0"]
+    assert sender_clock["errors"] == []
+    for end in (sender_clock["before"], sender_clock["after"]):
+        assert abs(end["offset_ns"] - shift_ms * MS) <= end["bound_ns"]
+
+    corrected = analyze_sut(spark, sut_dir, AnalyzeOptions())
+    raw = analyze_sut(spark, sut_dir, AnalyzeOptions(clock_correction="off"))
+    assert problems(corrected, SummaryDoc) == []
+    assert (corrected["clock"]["applied"], raw["clock"]["applied"]) == (True, False)
+    assert raw["clock"]["negative_e2e"] == 400  # counted, not hidden
+    assert corrected["clock"]["negative_e2e"] == 0
+    # Each event moves by the shift, give or take the correction's bound.
+    bound_ms = corrected["clock"]["workers"]["0"]["bound_ns"] / MS
+    for figure, slack_ms in (("max", 0.0), ("p50", 0.05)):  # p50 from a digest: near, not exact
+        moved = corrected["latency_ms"]["e2e"][figure] - raw["latency_ms"]["e2e"][figure]
+        assert abs(moved + shift_ms) <= bound_ms + slack_ms, (figure, moved, bound_ms)
 
 
 def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
