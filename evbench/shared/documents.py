@@ -228,6 +228,9 @@ class SenderStart(TypedDict):
     max_inflight: int
     steps: list[dict[str, Any]]  # loadgen.schedule.PlannedStep as a dict
     clock: NotRequired[SenderClock]  # with --clock-url: "before" measured
+    # a fleet (loadgen.fleet.tally): how many workers, and each one's clock by index
+    workers: NotRequired[int]
+    clocks: NotRequired[dict[str, SenderClock]]
 
 
 class StepStart(TypedDict):
@@ -251,6 +254,13 @@ class SenderProgress(TypedDict):
     inflight: int
     inflight_cap_hits: int
     rows_written: int
+    # with --latency-histograms: answers in this window by whole ms from the intended time
+    latency_ms_counts: NotRequired[dict[str, int]]
+    errors: NotRequired[dict[str, int]]  # failures in this window by error
+    # a fleet: its slowest worker by lag p99 (whose figure lag_p99_ms is), and the failed ones
+    workers_reporting: NotRequired[int]
+    slowest_worker: NotRequired[int | None]
+    failed_workers: NotRequired[dict[str, str]]
 
 
 class SenderStepSummary(TypedDict):
@@ -291,6 +301,8 @@ class TransportStats(TypedDict, total=False):
 class StepEnd(SenderStepSummary, TransportStats):
     event: Literal["step_end"]
     inflight_at_step_end: int
+    workers_reported: NotRequired[int]  # a fleet: workers whose step this sums
+    failed_workers: NotRequired[dict[str, str]]  # a fleet: index -> why it failed
 
 
 class SenderDone(TransportStats):
@@ -317,6 +329,8 @@ class SenderDone(TransportStats):
     run_tag: str
     wall_s: float
     clock: NotRequired[SenderClock]  # with --clock-url
+    clocks: NotRequired[dict[str, SenderClock]]  # a fleet: each worker's, by index
+    failed_workers: NotRequired[dict[str, str]]  # a fleet: index -> why it failed
 
 
 class Listening(TypedDict):
