@@ -148,13 +148,8 @@ def test_every_worker_failing_still_ends_the_fleet():
     tally = Tally(workers=2, pid=7)
     tally.fail(0, "missing")
     _, fleet_done = tally.fail(1, "missing")
-    assert (
-        problems(fleet_done, SenderDone)
-        == [
-            "SenderDone: missing key 'start_ns'",  # nothing was ever announced
-        ]
-        or fleet_done["start_ns"] is None
-    )
+    assert problems(fleet_done, SenderDone) == []
+    assert fleet_done["start_ns"] is None  # nothing was ever announced
     assert fleet_done["interrupted"] and fleet_done["sent"] == 0 and tally.finished
 
 
