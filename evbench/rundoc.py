@@ -110,13 +110,14 @@ def run_document(
             "max_inflight": knobs.max_inflight,
             "request_timeout_s": knobs.request_timeout_s,
             "drain_timeout_s": knobs.drain_timeout_s,
+            "workers": opts.workers,
             "summary": sender,
         },
         "receiver": {"engine": RECEIVER_ENGINE, "stats": outcome.receiver},
         "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
         "hosts": {"sender": env.host, "receiver": env.host},
         "clock": clock_document(
-            sender.get("clock") or outcome.sender_clock,
+            sender_clocks(sender) or outcome.sender_clocks,
             round(opts.receiver_clock_shift_ms * 1_000_000),
         ),
         "peak_rss_bytes": peak_rss_bytes,
@@ -128,10 +129,21 @@ def run_document(
     }
 
 
-def clock_document(sender_clock: SenderClock | None, receiver_shift_ns: int) -> ClockDoc:
-    """run.json's `clock`: how sender and receiver stamps relate. `offset_ns` is the measured
-    offset before the run (0 when not measured: one host's clock read by both)."""
-    before = sender_clock["before"] if sender_clock else None
+def sender_clocks(line: dict | None) -> dict[str, SenderClock]:
+    """Each worker's clock offsets from a sender's start or done line (one sender: worker 0;
+    a fleet: every worker by index)."""
+    if not line:
+        return {}
+    if "clocks" in line:
+        return dict(line["clocks"])
+    return {str(line.get("worker", 0)): line["clock"]} if line.get("clock") else {}
+
+
+def clock_document(senders: dict[str, SenderClock], receiver_shift_ns: int) -> ClockDoc:
+    """run.json's `clock`: how sender and receiver stamps relate. `offset_ns` is worker 0's
+    measured offset before the run (0 when not measured: one host's clock read by both)."""
+    first = senders.get("0") or next(iter(senders.values()), None)
+    before = first["before"] if first else None
     doc: ClockDoc = {
         "sender_receiver_same_host": True,
         "offset_ns": before["offset_ns"] if before else 0,
@@ -140,7 +152,7 @@ def clock_document(sender_clock: SenderClock | None, receiver_shift_ns: int) -> 
             if before
             else "time.time_ns() in every process"
         ),
-        "senders": {"0": sender_clock} if sender_clock else {},
+        "senders": senders,
     }
     if receiver_shift_ns:
         doc["receiver_shift_ns"] = receiver_shift_ns

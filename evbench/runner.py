@@ -21,7 +21,7 @@ import httpx
 
 from evbench.instruments import start_receiver
 from evbench.progress import progress_line, step_line
-from evbench.rundoc import environment, run_document, write_run_json
+from evbench.rundoc import environment, run_document, sender_clocks, write_run_json
 from evbench.samples import ProcessSampler
 from evbench.shared.documents import RunStatus
 from evbench.shared.errors import EvbenchError
@@ -49,6 +49,7 @@ class RunOptions:
     receiver_port: int = 0
     # Shifts the receiver's clock, as if on a host whose clock is off (tests the correction).
     receiver_clock_shift_ms: float = 0.0
+    workers: int = 1  # sender processes on this host; above 1, a Locust fleet
     lab: LabSettings = field(default_factory=LabSettings)
     lag_interval_s: float = 5.0
 
@@ -64,8 +65,8 @@ class RunOutcome:
     # Why the instruments cannot be trusted (any entry fails the run; analysis says so too).
     instrument_failures: list[str] = field(default_factory=list)
     schedule_start_ns: int | None = None  # announced by the sender before its first slot
-    # The sender's clock offsets (SenderClock), as of its start line; its done line has both.
-    sender_clock: dict | None = None
+    # Each sender worker's clock offsets (SenderClock) as of the start line; done has both.
+    sender_clocks: dict = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -131,11 +132,15 @@ def receiver_refusals(stats: dict) -> str | None:
     return "receiver turned deliveries away by its own limits or faults: " + ", ".join(parts)
 
 
-def sender_failure(exit_code: int, finished: bool) -> str | None:
+def sender_failure(exit_code: int, summary: dict | None) -> str | None:
     """How the sender ended, when its records do not cover the pace it was given (None: they
-    do). 130 is an interrupted sender that stopped scheduling and flushed, as asked."""
-    if not finished:
+    do). 130 is an interrupted sender that stopped scheduling and flushed, as asked. A fleet
+    that lost workers finished without their share of the pace."""
+    if summary is None:
         return f"sender ended without finishing ({exit_text(exit_code)})"
+    if failed := summary.get("failed_workers"):
+        lost = "; ".join(f"worker {i}: {why}" for i, why in sorted(failed.items()))
+        return f"sender fleet lost {len(failed)} of {summary['workers']} workers ({lost})"
     if exit_code not in (0, 130):
         return f"sender failed ({exit_text(exit_code)})"
     return None
@@ -242,7 +247,7 @@ def run(opts: RunOptions, echo: Callable[[str], None], live: bool) -> RunOutcome
         # Written before the first slot, so that a run whose sender (or this process) dies is
         # still analysed up to where its records end.
         outcome.schedule_start_ns = int(start["start_ns"])
-        outcome.sender_clock = start.get("clock")
+        outcome.sender_clocks = sender_clocks(start)
         record("running")
 
     with _Interrupts(echo) as interrupts, ExitStack() as teardown:
@@ -271,7 +276,8 @@ class _Parts:
     client: httpx.Client
     sut: Sut
     receiver: Child | None = None
-    sender: Child | None = None
+    sender: Child | None = None  # with a fleet, its master (whose lines are the fleet's)
+    fleet: list[Child] = field(default_factory=list)  # the fleet's worker processes
     lag: ConsumerLagSampler | None = None
     grace: dict = field(default_factory=dict)
 
@@ -309,15 +315,26 @@ def _drive(
     if (where := sut.lag_target()) is not None:
         parts.lag = ConsumerLagSampler(*where, sut_dir.consumer_lag, opts.lag_interval_s)
         parts.lag.start()
-    parts.sender = sender = _sender_settings(opts, sut_dir, target, base_url).start(
-        sut_dir.logs / "sender.log"
-    )
+    settings = _sender_settings(opts, sut_dir, target, base_url)
+    if opts.workers > 1:
+        parts.sender, parts.fleet = settings.start_fleet(opts.workers, sut_dir.logs)
+        for index, follower in enumerate(parts.fleet):
+            sampler.watch(f"fleet-worker-{index}", follower.pid)
+    else:
+        parts.sender = settings.start(sut_dir.logs / "sender.log")
+    sender = parts.sender
     interrupts.sender = sender
     sampler.watch("sender", sender.pid)
-    watch = _Watch(sender, receiver, sut, record_start)
+    watch = _Watch(
+        sender,
+        receiver,
+        sut,
+        record_start,
+        lambda doc: sampler.watch(f"sender-w{doc['index']}", doc["pid"]),
+    )
     summary, silent = _follow_sender(watch, opts, parts.client, base_url, echo, live)
     outcome.sender = summary or {}
-    if failure := silent or sender_failure(sender.wait(timeout_s=30), summary is not None):
+    if failure := silent or sender_failure(sender.wait(timeout_s=30), summary):
         outcome.instrument_failures.append(failure)
         echo(f"instrument failed: {failure}; see {sender.log_path}")
     if receiver.alive():
@@ -333,8 +350,10 @@ def _drive(
 
 
 def _stop_sender(parts: _Parts) -> None:
-    if parts.sender is not None and parts.sender.alive():
-        parts.sender.stop()
+    # A fleet's master first: it stops its workers' senders as Ctrl-C does, then the workers.
+    for child in [parts.sender, *parts.fleet]:
+        if child is not None and child.alive():
+            child.stop()
 
 
 def _stop_sut(parts: _Parts, outcome: RunOutcome, opts: RunOptions) -> None:
@@ -407,6 +426,7 @@ class _Watch:
     receiver: Child
     sut: Sut
     on_start: Callable[[dict], None]  # the sender's start line (SenderStart)
+    on_fleet_worker: Callable[[dict], None] = lambda doc: None  # a fleet worker's sender pid
     receiver_lost: bool = False
 
 
@@ -448,6 +468,8 @@ def _follow_sender(
             echo(f"{sut.name}: {', '.join(sorted(newly_dead))} exited during the run; going on")
         if kind == "start":
             watch.on_start(doc)
+        elif kind == "fleet_worker":
+            watch.on_fleet_worker(doc)
         elif kind == "progress":
             progress_count += 1
             if not live and progress_count % _LOG_PROGRESS_EVERY:

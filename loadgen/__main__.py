@@ -139,6 +139,7 @@ async def _send(
         drain_timeout_s=settings.knobs.drain_timeout_s,
         flush_interval_s=settings.flush_interval_s,
         emit=_emit,
+        latency_histograms=settings.latency_histograms,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

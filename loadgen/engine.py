@@ -112,6 +112,7 @@ class Engine:
         drain_timeout_s: float = 10.0,
         flush_interval_s: float = 1.0,
         emit: Callable[[dict], None] = lambda doc: None,
+        latency_histograms: bool = False,
     ) -> None:
         self.transport = transport
         self.writer = writer
@@ -138,6 +139,10 @@ class Engine:
         self._cursor: _Cursor | None = None
         self._window_lags_ns = array("q")
         self._window_sent = 0
+        # With latency_histograms: answers this window by whole ms from their intended time,
+        # and failures by error (a Locust fleet worker feeds Locust's statistics from them).
+        self._window_latency: dict[int, int] | None = {} if latency_histograms else None
+        self._window_errors: dict[str, int] = {}
         self._wake: asyncio.Event | None = None
         self._ticker: Ticker | None = None
         self._precise_timer: bool | None = None
@@ -289,6 +294,8 @@ class Engine:
             state.cap_hits += 1
             state.failures += 1
             self._columns.append(seq, intended_ns, NO_TIME, NO_TIME, 0, INFLIGHT_CAP_ERROR)
+            if self._window_latency is not None:
+                self._count_answer(0, INFLIGHT_CAP_ERROR)
             return
         if step.warmup:
             kind = WARMUP
@@ -321,10 +328,15 @@ class Engine:
             return
         request.done = True
         self.inflight -= 1
-        if 200 <= status < 300:
+        ok = 200 <= status < 300
+        if ok:
             request.state.ok += 1
         else:
             request.state.failures += 1
+        if self._window_latency is not None:
+            answered_ns = time.time_ns() if ack_ns is None else ack_ns
+            latency_ms = (answered_ns - request.intended_ns) // 1_000_000
+            self._count_answer(latency_ms, None if ok else (error or f"HTTP {status}"))
         self._columns.append(
             request.seq,
             request.intended_ns,
@@ -335,6 +347,13 @@ class Engine:
         )
         if self.inflight == 0 and self._wake is not None:
             self._wake.set()
+
+    def _count_answer(self, latency_ms: int, error: str | None) -> None:
+        window = self._window_latency
+        assert window is not None
+        window[latency_ms] = window.get(latency_ms, 0) + 1
+        if error is not None:
+            self._window_errors[error] = self._window_errors.get(error, 0) + 1
 
     def _give_up(self, request: Request, error: str) -> None:
         self.transport.abandon(request)
@@ -490,6 +509,7 @@ class Engine:
             window_sent, self._window_sent = self._window_sent, 0
             self.emit(
                 {
+                    **self._take_window_answers(),
                     "event": "progress",
                     "step": state.planned.number,
                     "target_rate_per_s": state.planned.rate_per_s,
@@ -503,6 +523,16 @@ class Engine:
                     "rows_written": self.writer.rows_written,
                 }
             )
+
+    def _take_window_answers(self) -> dict:
+        if self._window_latency is None:
+            return {}
+        counts, self._window_latency = self._window_latency, {}
+        errors, self._window_errors = self._window_errors, {}
+        return {
+            "latency_ms_counts": {str(ms): n for ms, n in sorted(counts.items())},
+            "errors": errors,
+        }
 
     def summary(self) -> dict:
         steps = [state.summary(self.workers) for state in self.states]

@@ -48,6 +48,7 @@ class SenderSettings:
     worker: int = 0
     workers: int = 1
     clock_url: str | None = None  # the receiver's /clock: offsets measured before and after
+    latency_histograms: bool = False  # per-second latency counts in the progress lines
 
     def argv(self) -> list[str]:
         """The flags that make `python -m loadgen` parse back exactly these settings."""
@@ -57,6 +58,8 @@ class SenderSettings:
             if name == "kafka_config":
                 for item in value:
                     args += [flag, item]
+            elif isinstance(value, bool):
+                args += [flag] if value else []
             elif value is not None:
                 args += [flag, str(value)]
         return args
@@ -67,6 +70,44 @@ class SenderSettings:
     def start(self, log: Path, name: str = "sender") -> Child:
         """The one way a sender process is started (runner, benchmarks, tests)."""
         return Child(name, self.command(), log)
+
+    def start_fleet(
+        self, workers: int, log_dir: Path, timeout_s: float = 30.0
+    ) -> tuple[Child, list[Child]]:
+        """A Locust fleet on this host: a master (whose lines are the fleet's, of the types one
+        sender prints) and `workers` worker processes, each running a sender on every
+        `workers`th slot. The master's Locust statistics go to log_dir/locust*."""
+        fleet = [sys.executable, "-m", "loadgen.fleet"]
+        master = Child(
+            "sender",
+            [
+                *fleet,
+                "master",
+                *replace(self, workers=workers).argv(),
+                "--bind-port",
+                "0",
+                "--expect-timeout",
+                str(timeout_s),
+                "--locust-csv",
+                str(log_dir / "locust"),
+                "--locust-html",
+                str(log_dir / "locust.html"),
+            ],
+            log_dir / "fleet-master.log",
+        )
+        followers: list[Child] = []
+        try:
+            port = master.wait_for("fleet_listening", timeout_s)["port"]
+            for index in range(workers):
+                argv = [*fleet, "worker", "--master-port", str(port), "--log-dir", str(log_dir)]
+                followers.append(
+                    Child(f"fleet-worker-{index}", argv, log_dir / f"fleet-{index}.log")
+                )
+        except BaseException:
+            for child in [master, *followers]:
+                child.stop()
+            raise
+        return master, followers
 
 
 # (field, flag, argparse keywords): the one place a sender flag is spelled. Knob fields are
@@ -193,6 +234,16 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             help="the receiver's clock endpoint (http://HOST:PORT/clock): before the first slot "
             "and after the last, measure this host's clock offset to it, so that the analysis "
             "can correct end-to-end latency across hosts (default: not measured)",
+        ),
+    ),
+    (
+        "latency_histograms",
+        "--latency-histograms",
+        dict(
+            action="store_true",
+            help="add to each progress line the window's answers by whole ms from their "
+            "intended time, and its failures by error (what a Locust fleet worker feeds "
+            "Locust's statistics from)",
         ),
     ),
 )

@@ -5,7 +5,8 @@
 - `loadgen`, `receivers`, `suts` and `analysis` import only themselves and the floor;
 - the orchestration (the rest of `evbench`) may import everything;
 - gevent and Locust monkey-patch the process that imports them, so no module that a process
-  loading Spark or running the receiver imports (directly or through others) may import them.
+  loading Spark, running the receiver or pacing a sender imports (directly or through others)
+  may import them.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ PROJECT = ("evbench", *PACKAGES)
 FLOOR_THIRD_PARTY = {"pyarrow"}
 PATCHING = {"gevent", "geventhttpclient", "locust"}
 # Entry points of the processes that load Spark (the CLI runs `analyze` in-process, and the
-# analysis job) or run the receiver.
-NO_PATCHING_FROM = ("evbench.cli", "analysis.job", "receivers.__main__")
+# analysis job), run the receiver, or pace (the sender runs on uvloop; a fleet worker, which is
+# patched, runs it as a child process).
+NO_PATCHING_FROM = ("evbench.cli", "analysis.job", "receivers.__main__", "loadgen.__main__")
 
 
 def _modules() -> dict[str, Path]:
@@ -136,7 +138,7 @@ def _reachable(entry: str) -> set[str]:
 
 
 @pytest.mark.parametrize("entry", NO_PATCHING_FROM)
-def test_no_process_that_loads_spark_or_receives_imports_gevent(entry):
+def test_no_process_that_loads_spark_receives_or_paces_imports_gevent(entry):
     reachable = _reachable(entry)
     assert len(reachable) > 1, f"nothing reachable from {entry}: the walk is broken"
     for module in sorted(reachable):

@@ -9,7 +9,7 @@ from pathlib import Path
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from evbench.shared.argtypes import seconds, signed_milliseconds
+from evbench.shared.argtypes import at_least_one, seconds, signed_milliseconds
 from evbench.shared.layout import default_runs_dir
 from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments, knobs_from_args
@@ -54,6 +54,15 @@ def add(commands: argparse._SubParsersAction) -> None:
         help="never wait for deliveries longer than this (default 60)",
     )
     run.add_argument(
+        "--workers",
+        type=at_least_one,
+        default=1,
+        metavar="N",
+        help="sender processes on this host (default 1); above 1 they form a Locust fleet, "
+        "each sending every Nth slot from one start instant, with Locust's statistics in "
+        "<sut>/logs/locust*",
+    )
+    run.add_argument(
         "--receiver-clock-shift",
         type=signed_milliseconds,
         default=0.0,
@@ -85,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
         receiver_host=args.receiver_host,
         receiver_port=args.receiver_port,
         receiver_clock_shift_ms=args.receiver_clock_shift,
+        workers=args.workers,
         lab=lab_settings(args),
     )
     live = sys.stderr.isatty()

@@ -39,6 +39,7 @@ class SenderDoc(TypedDict):
     max_inflight: int
     request_timeout_s: float
     drain_timeout_s: float
+    workers: NotRequired[int]  # sender processes; above 1 a Locust fleet (loadgen.fleet)
     summary: dict[str, Any]  # the sender's `done` line (SenderDone), {} if it never finished
 
 

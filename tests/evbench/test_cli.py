@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from evbench.commands.send import sender_command
+
 
 def _evbench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -224,3 +226,23 @@ def test_analyze_refuses_non_finite_thresholds_naming_the_flag(tmp_path, value):
     )
     assert result.returncode == 2, result.stderr
     assert f"--thresholds {thresholds}: max_lost_ratio must be a finite" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["--target", "t", "--pace", "p"], ["loadgen", "--target", "t", "--pace", "p"]),
+        (["--worker", "2", "--workers", "3"], ["loadgen", "--worker", "2", "--workers", "3"]),
+        (
+            ["--master", "--workers", "2", "--target", "t"],
+            ["loadgen.fleet", "master", "--workers", "2", "--target", "t"],
+        ),
+        (
+            ["--worker", "--master-host", "10.0.0.5"],
+            ["loadgen.fleet", "worker", "--master-host", "10.0.0.5"],
+        ),
+        (["--master-host=h", "--worker"], ["loadgen.fleet", "worker", "--master-host=h"]),
+    ],
+)
+def test_send_runs_one_sender_or_a_fleets_master_or_worker(argv, command):
+    assert sender_command(argv) == command

@@ -102,17 +102,23 @@ def test_receiver_failure(died, code, stats, expected):
 
 
 @pytest.mark.parametrize(
-    ("code", "finished", "expected"),
+    ("code", "summary", "expected"),
     [
-        (0, True, None),
-        (130, True, None),  # interrupted: stopped scheduling and flushed, as asked
-        (-9, False, "sender ended without finishing (killed by SIGKILL)"),
-        (1, False, "sender ended without finishing (exit 1)"),
-        (2, True, "sender failed (exit 2)"),
+        (0, {}, None),
+        (130, {}, None),  # interrupted: stopped scheduling and flushed, as asked
+        (-9, None, "sender ended without finishing (killed by SIGKILL)"),
+        (1, None, "sender ended without finishing (exit 1)"),
+        (2, {}, "sender failed (exit 2)"),
+        (
+            1,
+            {"workers": 3, "failed_workers": {"2": "missing", "0": "its sender exited (-9)"}},
+            "sender fleet lost 2 of 3 workers (worker 0: its sender exited (-9); worker 2: "
+            "missing)",
+        ),
     ],
 )
-def test_sender_failure(code, finished, expected):
-    assert sender_failure(code, finished) == expected
+def test_sender_failure(code, summary, expected):
+    assert sender_failure(code, summary) == expected
 
 
 @pytest.mark.parametrize(("payload_bytes", "body_limit"), [(8192, 2**20), (2_000_000, 4_000_000)])

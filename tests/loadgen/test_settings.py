@@ -47,6 +47,8 @@ def _sender_parser() -> argparse.ArgumentParser:
             flush_interval_s=0.5,
             worker=1,
             workers=3,
+            clock_url="http://10.0.0.2:8080/clock",
+            latency_histograms=True,
         ),
     ],
     ids=["defaults", "every field set"],

@@ -1,0 +1,199 @@
+"""The fleet's master: Locust's MasterRunner as the coordinator of open-loop sender workers.
+
+It waits for its workers, gives each its share of the slots and one start instant
+(`messages.Plan`), prints the fleet's lines (loadgen.fleet.tally) as one sender would, and ends
+when every worker has finished or failed. It never waits without a deadline: a worker whose
+pacer dies, that Locust marks missing (no heartbeat for a few seconds), or that has not finished
+well after the schedule's end is marked failed and the fleet goes on without it.
+
+No Locust users are ever spawned (the runner is never `start()`ed): Locust is used for what a
+coordinator needs (connections, heartbeats, messages, statistics and their reports), and the
+load is made by the workers' pacers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import gevent
+from locust import stats as locust_stats
+from locust.env import Environment
+from locust.html import get_html_report
+from locust.runners import STATE_MISSING, MasterRunner
+
+from loadgen.fleet import messages
+from loadgen.fleet.tally import Tally
+from loadgen.pace import resolve_pace
+from loadgen.settings import SenderSettings
+
+# How long before the common start instant the plans go out: each worker must start its pacer
+# (imports, record writer, clock exchanges) before the first slot.
+_LEAD_S = 3.0
+_PLAN_OK_TIMEOUT_S = 15.0
+# After the schedule's end, its drain and request timeouts, how long a worker may take to say
+# it is done before it is marked failed.
+_DONE_SLACK_S = 30.0
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    workers: int
+    bind_host: str = "127.0.0.1"
+    bind_port: int = 5557  # Locust's; 0 picks a free one (the listening line says which)
+    expect_timeout_s: float = 60.0
+    locust_csv: str | None = None  # prefix of Locust's CSV files
+    locust_html: Path | None = None
+
+
+def _emit(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+def serve(settings: SenderSettings, options: FleetOptions) -> int:
+    env = Environment(user_classes=[])
+    master: MasterRunner = env.create_master_runner(options.bind_host, options.bind_port)
+    # With port 0, Locust's reconnect would bind 0 again: pin what was bound.
+    port = master.server.port
+    master.master_bind_port = port
+    tally = Tally(options.workers, os.getpid())
+    fleet = _Fleet(env, master, tally)
+    master.register_message(messages.PLAN_OK, fleet.on_plan_ok)
+    master.register_message(messages.LINE, fleet.on_line)
+    master.register_message(messages.EXIT, fleet.on_exit)
+    gevent.signal_handler(signal.SIGINT, fleet.stop, "SIGINT")
+    gevent.signal_handler(signal.SIGTERM, fleet.stop, "SIGTERM")
+    _emit({"event": "fleet_listening", "host": options.bind_host, "port": port})
+    writer = None
+    try:
+        if not fleet.wait_for_workers(options.workers, options.expect_timeout_s):
+            return 2
+        fleet.send_plans(settings, options.workers)
+        if options.locust_csv:
+            writer = locust_stats.StatsCSVFileWriter(
+                env, locust_stats.PERCENTILES_TO_REPORT, options.locust_csv, True
+            )
+            gevent.spawn(writer.stats_writer)
+        fleet.follow(_deadline_s(settings))
+    finally:
+        if writer is not None:
+            writer.close_files()
+        if options.locust_html is not None:
+            options.locust_html.write_text(get_html_report(env, show_download_link=False))
+        master.quit()
+    return fleet.exit_code()
+
+
+def _deadline_s(settings: SenderSettings) -> float:
+    """Seconds from the start instant by which every worker must have said it is done."""
+    pace = resolve_pace(settings.pace)
+    knobs = settings.knobs
+    steps_s = pace.duration_s + knobs.step_gap_s * len(pace.steps)
+    return steps_s + knobs.drain_timeout_s + knobs.request_timeout_s + _DONE_SLACK_S
+
+
+class _Fleet:
+    def __init__(self, env: Environment, master: MasterRunner, tally: Tally) -> None:
+        self.env = env
+        self.master = master
+        self.tally = tally
+        self.index_of: dict[str, int] = {}  # Locust client id -> our worker index
+        self.planned_at: dict[int, float] = {}
+        self.acked: set[int] = set()
+        self.exits: dict[int, int] = {}
+        self.stop_reason: str | None = None
+        self.start_at_ns: int | None = None
+
+    # start -----------------------------------------------------------------------------
+    def wait_for_workers(self, count: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while len(self.master.clients.ready) < count:
+            if time.monotonic() > deadline or self.stop_reason:
+                ready = len(self.master.clients.ready)
+                _emit(
+                    {
+                        "event": "error",
+                        "message": f"{ready} of {count} workers connected within "
+                        f"{timeout_s:g} s" + (f" ({self.stop_reason})" if self.stop_reason else ""),
+                    }
+                )
+                return False
+            gevent.sleep(0.1)
+        return True
+
+    def send_plans(self, settings: SenderSettings, count: int) -> None:
+        # Indexes 0..N-1 by client id: stable, and independent of Locust's own (never reused).
+        clients = sorted(node.id for node in self.master.clients.ready)[:count]
+        self.start_at_ns = time.time_ns() + int((settings.start_delay_s + _LEAD_S) * 1e9)
+        for index, client_id in enumerate(clients):
+            self.index_of[client_id] = index
+            share = replace(
+                settings,
+                worker=index,
+                workers=count,
+                start_at_ns=self.start_at_ns,
+                latency_histograms=True,
+            )
+            plan: messages.Plan = {"index": index, "count": count, "argv": share.argv()}
+            self.master.send_message(messages.PLAN, plan, client_id=client_id)
+            self.planned_at[index] = time.monotonic()
+
+    # what workers say (called in Locust's message greenlet: quick, never blocking) ---------
+    def on_plan_ok(self, environment: Environment, msg) -> None:
+        self.acked.add(msg.data["index"])
+        # Where each worker's sender runs, so a supervisor on that host can sample it.
+        _emit({"event": "fleet_worker", **msg.data})
+
+    def on_line(self, environment: Environment, msg) -> None:
+        for doc in self.tally.line(msg.data["index"], msg.data["line"]):
+            _emit(doc)
+
+    def on_exit(self, environment: Environment, msg) -> None:
+        index, code = msg.data["index"], msg.data["code"]
+        self.exits[index] = code
+        if index not in self.tally.done:
+            for doc in self.tally.fail(index, f"its sender exited ({code}) before finishing"):
+                _emit(doc)
+
+    # the run ---------------------------------------------------------------------------
+    def follow(self, deadline_s: float) -> None:
+        """Print the fleet's progress once a second until every worker finished or failed."""
+        assert self.start_at_ns is not None
+        ends_at = self.start_at_ns / 1e9 + deadline_s
+        while not self.tally.finished:
+            gevent.sleep(1.0)
+            if (line := self.tally.progress_line()) is not None:
+                _emit(line)
+            self._check_workers(ends_at)
+
+    def _check_workers(self, ends_at: float) -> None:
+        now = time.monotonic()
+        for client_id, index in self.index_of.items():
+            node = self.master.clients.get(client_id)
+            if node is None or node.state == STATE_MISSING:
+                self._fail(index, "missing: no heartbeat from it for several seconds")
+            elif index not in self.acked and now - self.planned_at[index] > _PLAN_OK_TIMEOUT_S:
+                self._fail(index, f"did not start its sender within {_PLAN_OK_TIMEOUT_S:g} s")
+            elif time.time() > ends_at:
+                self._fail(index, "not done long after the schedule's end")
+
+    def _fail(self, index: int, reason: str) -> None:
+        for doc in self.tally.fail(index, reason):
+            _emit(doc)
+
+    def stop(self, reason: str) -> None:
+        """Ctrl-C: every worker stops sending as one sender would; the fleet still waits for
+        their done lines (with every record written), a second Ctrl-C included."""
+        self.stop_reason = reason
+        self.master.send_message(messages.STOP, {"reason": reason})
+
+    def exit_code(self) -> int:
+        if self.tally.failed:
+            return 1
+        return 130 if self.stop_reason else 0
