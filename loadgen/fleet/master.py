@@ -70,7 +70,7 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
     gevent.signal_handler(signal.SIGINT, fleet.stop, "SIGINT")
     gevent.signal_handler(signal.SIGTERM, fleet.stop, "SIGTERM")
     _emit({"event": "fleet_listening", "host": options.bind_host, "port": port})
-    writer = None
+    writer = writing = None
     try:
         if not fleet.wait_for_workers(options.workers, options.expect_timeout_s):
             return 2
@@ -79,10 +79,14 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
             writer = locust_stats.StatsCSVFileWriter(
                 env, locust_stats.PERCENTILES_TO_REPORT, options.locust_csv, True
             )
-            gevent.spawn(writer.stats_writer)
+            writing = gevent.spawn(writer.stats_writer)
         fleet.follow(_deadline_s(settings))
     finally:
-        if writer is not None:
+        if writer is not None and writing is not None:
+            # The writer rewrites the CSVs every CSV_STATS_INTERVAL_SEC: one more pass, so the
+            # files hold the workers' last reports (sent just before their done lines).
+            gevent.sleep(locust_stats.CSV_STATS_INTERVAL_SEC + 0.2)
+            writing.kill()
             writer.close_files()
         if options.locust_html is not None:
             options.locust_html.write_text(get_html_report(env, show_download_link=False))
@@ -170,6 +174,8 @@ class _Fleet:
             gevent.sleep(1.0)
             if (line := self.tally.progress_line()) is not None:
                 _emit(line)
+            # Locust only keeps chart history for a runner it started; this one never is.
+            locust_stats.update_stats_history(self.master)
             self._check_workers(ends_at)
 
     def _check_workers(self, ends_at: float) -> None:
