@@ -70,7 +70,7 @@ def main() -> int:
                 got[name] = r = _run(runs, f"{name}{repeat}", args.pace, shift)
                 print(
                     f"{repeat:>6} {name:>9} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
-                    f"{r['offset_ms']:>+10.3f} {r['bound_ms']:>9.3f} {str(r['applied']):>9}"
+                    f"{r['offset_ms']:>+10.3f} {r['bound_ms']:>9.3f} {r['applied']!s:>9}"
                 )
             diffs50.append(got["shifted"]["p50_ms"] - got["unshifted"]["p50_ms"])
             diffs99.append(got["shifted"]["p99_ms"] - got["unshifted"]["p99_ms"])
