@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from evbench.commands import analyze, compare, import_knative, paces, receive, run, send
+from evbench.commands import (
+    analyze,
+    collect,
+    compare,
+    import_knative,
+    paces,
+    receive,
+    run,
+    send,
+    serve_records,
+)
 from evbench.shared.errors import EvbenchError
 
 _EPILOG = """\
@@ -17,6 +27,8 @@ examples:
   evbench paces                                   list the pace files and what they send
   evbench receive --port 8080 --out rx/           a receiver alone (a pod in a real cluster)
   evbench send --target http://broker/ --pace 1k-2k --out tx/
+  evbench run --sut direct --workers 2            two sender processes, a Locust fleet
+  evbench collect --sender http://127.0.0.1:18081 --receiver http://127.0.0.1:18080 --sut x
 
 Paces use the 2019 syntax: comma-separated rate[:duration] steps, rate in events/s,
 duration in seconds (10 s if omitted; `s`/`m` suffixes allowed).
@@ -31,7 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (run, analyze, compare, import_knative, paces, receive, send):
+    for command in (
+        run,
+        analyze,
+        compare,
+        import_knative,
+        paces,
+        receive,
+        send,
+        collect,
+        serve_records,
+    ):
         command.add(commands)
     return parser
 

@@ -14,12 +14,21 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from evbench.shared.documents import ClockDoc, RunDoc, RunStatus, SenderClock
+from evbench.shared.documents import (
+    ClockDoc,
+    PaceDoc,
+    RunDoc,
+    RunStatus,
+    SenderClock,
+    SenderDoc,
+)
 from evbench.shared.layout import SutDir
 from evbench.shared.records import RUN_JSON_VERSION
 
 if TYPE_CHECKING:
     from evbench.runner import RunOptions, RunOutcome
+    from loadgen.pace import Pace
+    from loadgen.settings import SendKnobs
 
 _VERSIONED = (
     "evbench",
@@ -92,27 +101,14 @@ def run_document(
         "status": status,
         "interrupted": status == "interrupted",
         "instrument_failures": outcome.instrument_failures,
-        "pace": {
-            "name": opts.pace.name,
-            "spec": opts.pace.spec,
-            "steps": [asdict(s) for s in opts.pace.steps],  # type: ignore[misc]
-            "duration_s": opts.pace.duration_s,
-            "events": opts.pace.events,
-        },
+        "pace": pace_document(opts.pace),
         "schedule": {
             "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
             "step_gap_s": knobs.step_gap_s,
             "warmup": knobs.warmup if has_warmup else None,
         },
         "payload_bytes": knobs.payload_bytes,
-        "sender": {
-            "engine": SENDER_ENGINE,
-            "max_inflight": knobs.max_inflight,
-            "request_timeout_s": knobs.request_timeout_s,
-            "drain_timeout_s": knobs.drain_timeout_s,
-            "workers": opts.workers,
-            "summary": sender,
-        },
+        "sender": sender_document(knobs, opts.workers, sender),
         "receiver": {"engine": RECEIVER_ENGINE, "stats": outcome.receiver},
         "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
         "hosts": {"sender": env.host, "receiver": env.host},
@@ -129,6 +125,27 @@ def run_document(
     }
 
 
+def pace_document(pace: Pace) -> PaceDoc:
+    return {
+        "name": pace.name,
+        "spec": pace.spec,
+        "steps": [asdict(s) for s in pace.steps],  # type: ignore[misc]
+        "duration_s": pace.duration_s,
+        "events": pace.events,
+    }
+
+
+def sender_document(knobs: SendKnobs, workers: int, summary: dict) -> SenderDoc:
+    return {
+        "engine": SENDER_ENGINE,
+        "max_inflight": knobs.max_inflight,
+        "request_timeout_s": knobs.request_timeout_s,
+        "drain_timeout_s": knobs.drain_timeout_s,
+        "workers": workers,
+        "summary": summary,
+    }
+
+
 def sender_clocks(line: dict | None) -> dict[str, SenderClock]:
     """Each worker's clock offsets from a sender's start or done line (one sender: worker 0;
     a fleet: every worker by index)."""
@@ -139,13 +156,15 @@ def sender_clocks(line: dict | None) -> dict[str, SenderClock]:
     return {str(line.get("worker", 0)): line["clock"]} if line.get("clock") else {}
 
 
-def clock_document(senders: dict[str, SenderClock], receiver_shift_ns: int) -> ClockDoc:
+def clock_document(
+    senders: dict[str, SenderClock], receiver_shift_ns: int, same_host: bool = True
+) -> ClockDoc:
     """run.json's `clock`: how sender and receiver stamps relate. `offset_ns` is worker 0's
     measured offset before the run (0 when not measured: one host's clock read by both)."""
     first = senders.get("0") or next(iter(senders.values()), None)
     before = first["before"] if first else None
     doc: ClockDoc = {
-        "sender_receiver_same_host": True,
+        "sender_receiver_same_host": same_host,
         "offset_ns": before["offset_ns"] if before else 0,
         "source": (
             "NTP-style exchanges with the receiver's /clock before and after the run"

@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 from dataclasses import asdict
@@ -178,7 +179,10 @@ async def _send(
     if settings.clock_url:
         await clock.measure("after")
         summary["clock"] = clock.doc
-    (settings.out / f"_sender-w{worker}.json").write_text(json.dumps(summary, indent=2))
+    # Beside the records: what `evbench collect` needs to rebuild run.json from them alone
+    # (the settings as argv, the host), when the sender ran somewhere else.
+    record = {**summary, "host": socket.gethostname(), "argv": settings.argv()}
+    (settings.out / f"_sender-w{worker}.json").write_text(json.dumps(record, indent=2))
     _emit({"event": "done", **summary})
     return 130 if summary["interrupted"] else 0
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httptools
 
+from evbench.shared import recordshare
 from evbench.shared.parquet import PartWriter, slices
 from evbench.shared.records import EVENT_ID_HEADER, RECEIVED_FIELDS
 from receivers.identify import InvalidId, Malformed, identify
@@ -28,7 +29,7 @@ from receivers.limits import Limits
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_USAGE = b"POST events to any path; GET /healthz, /stats, /clock\n"
+_USAGE = b"POST events to any path; GET /healthz, /stats, /clock, /records\n"
 _SWEEP_INTERVAL_S = 0.5
 _CLOSE_GRACE_S = 2.0
 
@@ -298,12 +299,27 @@ class _Connection(asyncio.Protocol):
             # arrived and when this answer leaves, on the clock that stamps the records.
             body = b'{"received_ns":%d,"replied_ns":%d}' % (self.started_ns, self.now_ns())
             self._respond(_response("200 OK", body, b"application/json"))
+        elif method == b"GET" and (path == b"/records" or path.startswith(b"/records/")):
+            self._records(path.decode("latin-1"))
         elif method in (b"GET", b"HEAD") and path == b"/stats":
             body = json.dumps({**asdict(receiver.stats), **receiver.gauges()}).encode()
             self._respond(_response("200 OK", body, b"application/json", head=head))
         else:
             receiver.stats.not_found += 1
             self._respond(_response("404 Not Found", _USAGE, head=head))
+
+    def _records(self, path: str) -> None:
+        """This receiver's complete record files, for `evbench collect` (after a run: a file is
+        read whole, on the loop)."""
+        directory = self.receiver.writer.directory
+        if path == recordshare.PREFIX:
+            body = json.dumps(recordshare.listing(directory)).encode()
+            self._respond(_response("200 OK", body, b"application/json"))
+        elif (found := recordshare.resolve(directory, path)) is not None:
+            self._respond(_response("200 OK", found.read_bytes(), b"application/octet-stream"))
+        else:
+            self.receiver.stats.not_found += 1
+            self._respond(_response("404 Not Found", _USAGE))
 
     def _body_limit(self) -> str:
         return f"event body larger than {self.limits.max_body_bytes} bytes"

@@ -277,3 +277,20 @@ _DONE_KEYS = (
     "clock",
     *_SUMMED_DONE,
 )
+
+
+def merged_done(dones: list[dict]) -> dict:
+    """A fleet's done line from its workers' done lines alone (records collected from a
+    cluster, where no master tallied them); a worker whose line is missing counts as failed."""
+    workers = max(d["workers"] for d in dones)
+    tally = Tally(workers, pid=0)
+    for doc in dones:
+        index = doc["worker"]
+        tally.done[index] = doc
+        for step in doc["steps"]:
+            tally.step_ends.setdefault(step["step"], {})[index] = step
+    tally.steps_ended = set(tally.step_ends)
+    for index in range(workers):
+        if index not in tally.done:
+            tally.failed[index] = "its summary was not collected"
+    return tally._done_line()

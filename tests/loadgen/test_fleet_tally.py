@@ -4,7 +4,7 @@ prints) out. Pure."""
 import pytest
 
 from evbench.shared.documents import SenderDone, SenderProgress, SenderStart, StepEnd, problems
-from loadgen.fleet.tally import Tally
+from loadgen.fleet.tally import Tally, merged_done
 
 RATE = 1000
 
@@ -184,3 +184,19 @@ def test_worker_warnings_are_named():
     assert tally.line(1, {"event": "warning", "message": "disk full"}) == [
         {"event": "warning", "message": "worker 1: disk full"}
     ]
+
+
+def test_workers_done_lines_alone_merge_into_the_fleets():
+    clock = {"url": "u", "before": None, "after": None, "errors": ["before: refused"]}
+    done0 = {**done(0, [step(0, 1000, 990.0, 0.4)]), "clock": clock}
+    merged = merged_done([done0, done(1, [step(1, 1000, 970.0, 0.9)])])
+    assert problems(merged, SenderDone) == []
+    assert (merged["sent"], merged["failed_workers"], merged["clocks"]) == (
+        2000,
+        {},
+        {"0": clock},
+    )
+    (only,) = merged["steps"]
+    assert only["achieved_send_rate_per_s"] == pytest.approx(980.0) and only["lag_p99_ms"] == 0.9
+    lost = merged_done([done(1, [step(1, 1000, 970.0, 0.9)])])  # worker 0's was not collected
+    assert lost["failed_workers"] == {"0": "its summary was not collected"} and lost["interrupted"]

@@ -1,0 +1,150 @@
+"""`evbench collect`: a run made elsewhere (senders and receivers in a cluster) brought home as
+a normal run directory, which `evbench analyze` handles like a local run.
+
+The records come over HTTP (evbench.shared.recordshare): each receiver serves its own, each
+sender's are served by `evbench serve-records` on its host. run.json is rebuilt from what the
+senders left beside their records (`_sender-w<k>.json`: the summary, the settings as argv, the
+host) and the receivers' final counters; nothing in it is guessed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from evbench.rundoc import (
+    RECEIVER_ENGINE,
+    clock_document,
+    pace_document,
+    sender_clocks,
+    sender_document,
+    write_run_json,
+)
+from evbench.shared.documents import RunDoc
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
+from evbench.shared.records import RUN_JSON_VERSION
+from evbench.shared.recordshare import fetch_all
+from loadgen.fleet.tally import merged_done
+from loadgen.pace import resolve_pace
+from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
+
+
+def collect(
+    senders: list[str],
+    receivers: list[str],
+    sut: str,
+    runs_dir: Path,
+    run_id: str | None,
+    echo: Callable[[str], None],
+) -> SutDir:
+    """Fetch every sender's and receiver's records into a new SUT directory and write its
+    run.json; returns the directory."""
+    staging = runs_dir / f".collecting-{sut}"
+    summaries = []
+    for url in senders:
+        fetched = fetch_all(url, staging / "sent")
+        echo(f"{url}: {len(fetched)} files")
+    for path in sorted((staging / "sent").glob("_sender-w*.json")):
+        summaries.append(json.loads(path.read_text()))
+    if not summaries:
+        raise EvbenchError(
+            f"no sender summary (_sender-w<k>.json) at {', '.join(senders)}: did the senders "
+            "finish, and are their record directories what `evbench serve-records` serves?"
+        )
+    stats = []
+    for url in receivers:
+        fetched = fetch_all(url, staging / "received")
+        echo(f"{url}: {len(fetched)} files")
+        stats.append(_receiver_stats(url))
+    settings = _settings(summaries[0]["argv"])
+    pace = resolve_pace(settings.pace)
+    run_id = run_id or next_run_id(runs_dir, pace.name)
+    sut_dir = new_sut_dir(runs_dir, run_id, pace.name, sut)
+    for records in ("sent", "received"):
+        (staging / records).mkdir(parents=True, exist_ok=True)
+        (staging / records).replace(sut_dir.root / records)
+    staging.rmdir()
+    write_run_json(sut_dir, collected_document(run_id, sut, summaries, stats, senders, receivers))
+    return sut_dir
+
+
+def collected_document(
+    run_id: str,
+    sut: str,
+    summaries: list[dict],
+    receiver_stats: list[dict],
+    sender_urls: list[str],
+    receiver_urls: list[str],
+) -> RunDoc:
+    """run.json of a collected run, from the senders' summary files and the receivers' final
+    counters. Pure."""
+    settings = _settings(summaries[0]["argv"])
+    knobs = settings.knobs
+    pace = resolve_pace(settings.pace)
+    summary = summaries[0] if len(summaries) == 1 else merged_done(summaries)
+    failures = []
+    if failed := summary.get("failed_workers"):
+        lost = "; ".join(f"worker {i}: {why}" for i, why in sorted(failed.items()))
+        failures.append(f"sender fleet lost {len(failed)} of {summary['workers']} workers ({lost})")
+    status = "failed" if failures else "interrupted" if summary["interrupted"] else "completed"
+    sender_hosts = sorted({s.get("host", "?") for s in summaries})
+    receiver_hosts = sorted({urllib.parse.urlsplit(u).hostname or "?" for u in receiver_urls})
+    return {
+        "version": RUN_JSON_VERSION,
+        "run_id": run_id,
+        "sut": sut,
+        "sut_settings": {
+            "topology": "collected over HTTP from senders and receivers that ran elsewhere",
+            "settings": {"senders": sender_urls, "receivers": receiver_urls},
+        },
+        "decoy_every": knobs.decoy_every,
+        "status": status,
+        "interrupted": status == "interrupted",
+        "instrument_failures": failures,
+        "pace": pace_document(pace),
+        "schedule": {
+            "start_ns": summary["start_ns"],
+            "step_gap_s": knobs.step_gap_s,
+            "warmup": knobs.warmup,
+        },
+        "payload_bytes": knobs.payload_bytes,
+        "sender": sender_document(knobs, summary["workers"], summary),
+        "receiver": {"engine": RECEIVER_ENGINE, "stats": _summed(receiver_stats)},
+        "hosts": {"sender": ", ".join(sender_hosts), "receiver": ", ".join(receiver_hosts)},
+        # Whether they shared a host is not known here; the measured offsets say how far
+        # their clocks disagreed, which is what the analysis uses.
+        "clock": clock_document(sender_clocks(summary), 0, same_host=False),
+    }
+
+
+def _settings(argv: list[str]) -> SenderSettings:
+    parser = argparse.ArgumentParser(prog="a collected sender's settings")
+    add_sender_arguments(parser)
+    return settings_from_args(parser.parse_args(argv))
+
+
+def _receiver_stats(url: str) -> dict:
+    with urllib.request.urlopen(url.rstrip("/") + "/stats", timeout=10) as answer:
+        return json.load(answer)
+
+
+def _summed(stats: list[dict]) -> dict:
+    """Several receivers' counters as one: counts add up, first and last stamps are the
+    earliest and latest; anything else is the first receiver's."""
+    if len(stats) == 1:
+        return stats[0]
+    out = dict(stats[0])
+    for key, value in out.items():
+        values = [s[key] for s in stats if s.get(key) is not None]
+        if key.startswith("first_") and values:
+            out[key] = min(values)
+        elif key.startswith("last_") and values:
+            out[key] = max(values)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[key] = sum(values)
+    return out
