@@ -1,0 +1,100 @@
+"""Records served over HTTP and collected into a run directory that analyses like the local
+run it came from."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from analysis.job import AnalyzeOptions, analyze_sut
+from evbench.instruments import start_receiver
+from evbench.shared.documents import RunDoc, problems
+from evbench.shared.procs import Child
+from evbench.shared.recordshare import fetch_all, listing, resolve, server
+
+pytestmark = pytest.mark.e2e
+
+
+def test_only_complete_record_files_are_listed_and_served(tmp_path):
+    (tmp_path / "sent").mkdir()
+    (tmp_path / "sent" / "sent-w0-00000.parquet").write_bytes(b"PAR1....PAR1")
+    (tmp_path / "sent" / ".sent-w0-00001.parquet.tmp").write_bytes(b"half")  # being written
+    (tmp_path / "sent" / "_sender-w0.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("not a record")
+    assert listing(tmp_path) == {
+        "files": [
+            {"path": "sent/_sender-w0.json", "bytes": 2},
+            {"path": "sent/sent-w0-00000.parquet", "bytes": 12},
+        ]
+    }
+    assert resolve(tmp_path, "/records/sent/_sender-w0.json") == tmp_path / "sent/_sender-w0.json"
+    for refused in (
+        "/records/../etc/passwd",
+        "/records/notes.txt",
+        "/records/sent/.sent-w0-00001.parquet.tmp",
+    ):
+        assert resolve(tmp_path, refused) is None
+
+    httpd = server(tmp_path, "127.0.0.1", 0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        fetched = fetch_all(f"http://127.0.0.1:{httpd.server_port}", tmp_path / "home")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert sorted(p.relative_to(tmp_path / "home").as_posix() for p in fetched) == [
+        "sent/_sender-w0.json",
+        "sent/sent-w0-00000.parquet",
+    ]
+    assert (tmp_path / "home/sent/sent-w0-00000.parquet").read_bytes() == b"PAR1....PAR1"
+
+
+def _evbench(*args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "evbench", *args], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_collected_run_analyses_like_the_local_run_it_came_from(tmp_path, spark):
+    _evbench(
+        "run", "--sut", "direct", "--pace", "200:2", "--runs-dir", str(tmp_path / "there"),
+        "--run-id", "a", "--no-analyze",
+    )  # fmt: skip
+    there = tmp_path / "there" / "a-200x2" / "direct"
+    # As in a cluster: a receiver serves its records, `evbench serve-records` the sender's.
+    receiver, receiver_url = start_receiver(there / "received", tmp_path / "rx.log")
+    serving = Child(
+        "serve",
+        [sys.executable, "-m", "evbench", "serve-records", str(there / "sent"), "--port", "0"],
+        tmp_path / "serve.log",
+    )
+    try:
+        port = serving.wait_for("listening", 30)["port"]
+        _evbench(
+            "collect", "--sender", f"http://127.0.0.1:{port}", "--receiver", receiver_url,
+            "--sut", "direct", "--runs-dir", str(tmp_path / "home"), "--run-id", "b",
+            "--no-analyze",
+        )  # fmt: skip
+    finally:
+        serving.stop()
+        receiver.stop()
+    home = tmp_path / "home" / "b-200x2" / "direct"
+    for records in ("sent", "received"):
+        assert listing(home / records) == listing(there / records)
+    collected = json.loads((home / "run.json").read_text())
+    assert problems(collected, RunDoc) == []
+    assert (
+        collected["status"] == "completed"
+        and collected["schedule"]["start_ns"]
+        == json.loads((there / "run.json").read_text())["schedule"]["start_ns"]
+    )
+
+    local = analyze_sut(spark, there, AnalyzeOptions())
+    remote = analyze_sut(spark, home, AnalyzeOptions())
+    for key in ("counts", "latency_ms", "steps", "verdict", "breaking_point_per_s"):
+        assert remote[key] == local[key], key
