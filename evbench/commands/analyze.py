@@ -21,8 +21,17 @@ def add(commands: argparse._SubParsersAction) -> None:
         "cumulative.parquet}. Raw events are never collected to the driver.",
     )
     analyze.add_argument("path", type=Path, help="runs/<run> or runs/<run>/<sut>")
-    analyze.add_argument(
-        "--spark-master", default="local[*]", help="Spark master URL (default local[*])"
+    where = analyze.add_mutually_exclusive_group()
+    where.add_argument(
+        "--spark-master",
+        default="local[*]",
+        help="Spark master URL: local[*] (default) or a cluster's, e.g. spark://host:7077",
+    )
+    where.add_argument(
+        "--spark-remote",
+        default=None,
+        metavar="sc://HOST:PORT",
+        help="a Spark Connect endpoint instead of a master (the way many clusters are reached)",
     )
     analyze.add_argument(
         "--trim",
@@ -64,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
         args.thresholds,
         args.export_knative,
         args.clock_correction,
+        args.spark_remote,
     )
 
 
@@ -74,6 +84,7 @@ def analyze_path(
     thresholds_file: Path | None = None,
     export_knative: bool = False,
     clock_correction: str = "auto",
+    remote: str | None = None,
 ) -> int:
     """Exit code: 0, or 1 when an instrument of any analysed system failed."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
@@ -94,9 +105,9 @@ def analyze_path(
     inputs = inputs_for(path, echo)
     echo(
         f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
-        f"with Spark ({master})"
+        f"with Spark ({remote or master})"
     )
-    spark = session(master)
+    spark = session(master, remote=remote)
     try:
         summaries = analyze(
             spark,

@@ -1,26 +1,20 @@
-"""The local SparkSession keeps to loopback, like every other process of a run."""
+"""Where the analysis' Spark driver binds (pure)."""
 
-import ipaddress
+import pytest
 
-import psutil
-
-
-def _is_loopback(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%")[0])
-    mapped = getattr(address, "ipv4_mapped", None)  # Java listens on IPv6 sockets
-    return (mapped or address).is_loopback
+from analysis.spark import driver_host
 
 
-def test_local_spark_listens_on_loopback_only(spark):
-    assert spark.conf.get("spark.driver.host") == "127.0.0.1"
-    assert spark.range(10).count() == 10  # the driver and its block manager are up
-    jvms = [p for p in psutil.Process().children(recursive=True) if "java" in p.name()]
-    assert jvms, "no JVM child of this test process"
-    listening = [
-        conn.laddr
-        for jvm in jvms
-        for conn in jvm.net_connections(kind="inet")
-        if conn.status == psutil.CONN_LISTEN
-    ]
-    assert len(listening) >= 2, listening  # the driver's RPC and block-manager ports at least
-    assert [a for a in listening if not _is_loopback(a.ip)] == []
+@pytest.mark.parametrize(
+    ("master", "host"),
+    [
+        ("local[*]", "127.0.0.1"),
+        ("local[2]", "127.0.0.1"),
+        ("spark://127.0.0.1:7077", "127.0.0.1"),
+        ("spark://localhost:7077", "127.0.0.1"),
+        ("spark://spark-master.example:7077", None),  # a real cluster must reach the driver
+        ("yarn", None),
+    ],
+)
+def test_the_driver_binds_loopback_only_when_every_executor_is_on_this_machine(master, host):
+    assert driver_host(master) == host
