@@ -91,7 +91,9 @@ def on_sender_clock(
         at = F.col("intended_ns") - F.lit(correction.before.at_ns)
         line = F.lit(float(correction.before.offset_ns)) + F.lit(correction.slope) * at
         offset = F.when(here, line).otherwise(offset)
-    corrected = (F.col("received_ns") - F.round(offset)).cast("long")
+    # The offset rounded to whole ns first: long minus double would be a double, which at
+    # epoch nanoseconds resolves only 256 ns.
+    corrected = F.col("received_ns") - F.round(offset).cast("long")
     return events.withColumn("received_ns", F.coalesce(corrected, F.col("received_ns")))
 
 

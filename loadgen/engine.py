@@ -198,6 +198,7 @@ class Engine:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._settle_write()
+            self._emit_answers()  # the last ones, the drain's included
             gc.enable()
             self._precise_timer = self._ticker.precise
             self._ticker.close()
@@ -501,6 +502,8 @@ class Engine:
         while True:
             next_tick += 1.0
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
+            # Answers keep coming after a step's last slot (its gap, the drain): every second.
+            self._emit_answers()
             cursor = self._cursor
             if cursor is None:
                 continue
@@ -509,7 +512,6 @@ class Engine:
             window_sent, self._window_sent = self._window_sent, 0
             self.emit(
                 {
-                    **self._take_window_answers(),
                     "event": "progress",
                     "step": state.planned.number,
                     "target_rate_per_s": state.planned.rate_per_s,
@@ -524,15 +526,21 @@ class Engine:
                 }
             )
 
-    def _take_window_answers(self) -> dict:
-        if self._window_latency is None:
-            return {}
+    def _emit_answers(self) -> None:
+        """With latency_histograms: the answers since the last such line, by whole ms from
+        their intended time, and the failures by error; nothing when there were none."""
+        if not self._window_latency:
+            return
         counts, self._window_latency = self._window_latency, {}
         errors, self._window_errors = self._window_errors, {}
-        return {
-            "latency_ms_counts": {str(ms): n for ms, n in sorted(counts.items())},
-            "errors": errors,
-        }
+        self.emit(
+            {
+                "event": "answers",
+                "step": self.states[-1].planned.number if self.states else 0,
+                "latency_ms_counts": {str(ms): n for ms, n in sorted(counts.items())},
+                "errors": errors,
+            }
+        )
 
     def summary(self) -> dict:
         steps = [state.summary(self.workers) for state in self.states]

@@ -241,9 +241,9 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "--latency-histograms",
         dict(
             action="store_true",
-            help="add to each progress line the window's answers by whole ms from their "
-            "intended time, and its failures by error (what a Locust fleet worker feeds "
-            "Locust's statistics from)",
+            help="print an `answers` line every second: the answers since the last by whole ms "
+            "from their intended time, and the failures by error (what a Locust fleet worker "
+            "feeds Locust's statistics from)",
         ),
     ),
 )

@@ -255,13 +255,21 @@ class SenderProgress(TypedDict):
     inflight: int
     inflight_cap_hits: int
     rows_written: int
-    # with --latency-histograms: answers in this window by whole ms from the intended time
-    latency_ms_counts: NotRequired[dict[str, int]]
-    errors: NotRequired[dict[str, int]]  # failures in this window by error
     # a fleet: its slowest worker by lag p99 (whose figure lag_p99_ms is), and the failed ones
     workers_reporting: NotRequired[int]
     slowest_worker: NotRequired[int | None]
     failed_workers: NotRequired[dict[str, str]]
+
+
+class SenderAnswers(TypedDict):
+    """With --latency-histograms, every second and at the end: the answers since the last such
+    line by whole ms from their intended time, and the failures by error (a fleet worker feeds
+    Locust's statistics from them)."""
+
+    event: Literal["answers"]
+    step: int  # the step under way (or the last one) when the line was printed
+    latency_ms_counts: dict[str, int]
+    errors: dict[str, int]
 
 
 class SenderStepSummary(TypedDict):

@@ -1,7 +1,8 @@
 """Locust's statistics fed from a sender's per-second latency counts.
 
-A sender line with `--latency-histograms` carries the window's answers by whole ms from each
-event's intended time (`latency_ms_counts`) and its failures by error (`errors`). Logging them
+A sender with `--latency-histograms` prints, every second and once more at its end, an
+`answers` line: the answers since the last one by whole ms from each event's intended time
+(`latency_ms_counts`) and the failures by error (`errors`). Logging them
 one request at a time would cost a Locust call per event; this logs a window in one pass per
 distinct millisecond, with the same effect on Locust's entries as `RequestStats.log_request`
 (counts, total and extremes, the rounded-time histogram, requests per second, content length)
@@ -30,16 +31,16 @@ def _log_many(entry: StatsEntry, latency_ms: int, count: int, content_length: in
     entry.total_content_length += content_length * count
 
 
-def feed(stats: RequestStats, name: str, progress: dict, content_length: int = 0) -> int:
-    """Log one progress line's answers under `name`; returns how many were logged."""
+def feed(stats: RequestStats, name: str, answers: dict, content_length: int = 0) -> int:
+    """Log one `answers` line under `name`; returns how many were logged."""
     entry = stats.get(name, METHOD)
     logged = 0
-    for latency_text, count in progress.get("latency_ms_counts", {}).items():
+    for latency_text, count in answers.get("latency_ms_counts", {}).items():
         latency_ms = max(0, int(latency_text))  # a clock step could make one negative
         _log_many(entry, latency_ms, count, content_length)
         _log_many(stats.total, latency_ms, count, content_length)
         logged += count
-    for error, count in progress.get("errors", {}).items():
+    for error, count in answers.get("errors", {}).items():
         _errors_many(stats, name, error, count)
     return logged
 

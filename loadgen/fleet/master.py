@@ -29,7 +29,8 @@ from locust.runners import STATE_MISSING, MasterRunner
 
 from loadgen.fleet import messages
 from loadgen.fleet.tally import Tally
-from loadgen.pace import resolve_pace
+from loadgen.pace import parse_warmup, resolve_pace
+from loadgen.schedule import plan_steps
 from loadgen.settings import SenderSettings
 
 # How long before the common start instant the plans go out: each worker must start its pacer
@@ -64,6 +65,7 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
     master.master_bind_port = port
     tally = Tally(options.workers, os.getpid())
     fleet = _Fleet(env, master, tally)
+    master.register_message(messages.READY, fleet.on_ready)
     master.register_message(messages.PLAN_OK, fleet.on_plan_ok)
     master.register_message(messages.LINE, fleet.on_line)
     master.register_message(messages.EXIT, fleet.on_exit)
@@ -73,7 +75,7 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
     writer = writing = None
     try:
         if not fleet.wait_for_workers(options.workers, options.expect_timeout_s):
-            return 2
+            return 130 if fleet.stop_reason else 2
         fleet.send_plans(settings, options.workers)
         if options.locust_csv:
             writer = locust_stats.StatsCSVFileWriter(
@@ -82,6 +84,16 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
             writing = gevent.spawn(writer.stats_writer)
         fleet.follow(_deadline_s(settings))
     finally:
+        try:
+            _write_reports(env, options, writer, writing)
+        finally:
+            master.quit()  # the workers stop their senders and exit
+    return fleet.exit_code()
+
+
+def _write_reports(env: Environment, options: FleetOptions, writer, writing) -> None:
+    """Locust's CSV and HTML; a failure here is said, never the run's failure."""
+    try:
         if writer is not None and writing is not None:
             # The writer rewrites the CSVs every CSV_STATS_INTERVAL_SEC: one more pass, so the
             # files hold the workers' last reports (sent just before their done lines).
@@ -90,16 +102,17 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
             writer.close_files()
         if options.locust_html is not None:
             options.locust_html.write_text(get_html_report(env, show_download_link=False))
-        master.quit()
-    return fleet.exit_code()
+    except Exception as exc:
+        _emit({"event": "warning", "message": f"Locust's reports were not written: {exc!r}"})
 
 
 def _deadline_s(settings: SenderSettings) -> float:
     """Seconds from the start instant by which every worker must have said it is done."""
-    pace = resolve_pace(settings.pace)
     knobs = settings.knobs
-    steps_s = pace.duration_s + knobs.step_gap_s * len(pace.steps)
-    return steps_s + knobs.drain_timeout_s + knobs.request_timeout_s + _DONE_SLACK_S
+    warmup = parse_warmup(knobs.warmup) if knobs.warmup else None
+    steps = plan_steps(resolve_pace(settings.pace).steps, knobs.step_gap_s, warmup)
+    schedule_s = steps[-1].end_offset_ns / 1e9  # warm-up and gaps included
+    return schedule_s + knobs.drain_timeout_s + knobs.request_timeout_s + _DONE_SLACK_S
 
 
 class _Fleet:
@@ -108,6 +121,7 @@ class _Fleet:
         self.master = master
         self.tally = tally
         self.index_of: dict[str, int] = {}  # Locust client id -> our worker index
+        self.ready: set[str] = set()  # client ids listening for a plan (messages.READY)
         self.planned_at: dict[int, float] = {}
         self.acked: set[int] = set()
         self.exits: dict[int, int] = {}
@@ -117,9 +131,9 @@ class _Fleet:
     # start -----------------------------------------------------------------------------
     def wait_for_workers(self, count: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
-        while len(self.master.clients.ready) < count:
+        while len(self.ready) < count:
             if time.monotonic() > deadline or self.stop_reason:
-                ready = len(self.master.clients.ready)
+                ready = len(self.ready)
                 _emit(
                     {
                         "event": "error",
@@ -133,7 +147,7 @@ class _Fleet:
 
     def send_plans(self, settings: SenderSettings, count: int) -> None:
         # Indexes 0..N-1 by client id: stable, and independent of Locust's own (never reused).
-        clients = sorted(node.id for node in self.master.clients.ready)[:count]
+        clients = sorted(self.ready)[:count]
         self.start_at_ns = time.time_ns() + int((settings.start_delay_s + _LEAD_S) * 1e9)
         for index, client_id in enumerate(clients):
             self.index_of[client_id] = index
@@ -149,6 +163,9 @@ class _Fleet:
             self.planned_at[index] = time.monotonic()
 
     # what workers say (called in Locust's message greenlet: quick, never blocking) ---------
+    def on_ready(self, environment: Environment, msg) -> None:
+        self.ready.add(msg.node_id)
+
     def on_plan_ok(self, environment: Environment, msg) -> None:
         self.acked.add(msg.data["index"])
         # Where each worker's sender runs, so a supervisor on that host can sample it.

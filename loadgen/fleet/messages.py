@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+READY = "evb_ready"  # worker -> master: listening for a plan (sent after registering for it)
 PLAN = "evb_plan"  # master -> worker: what to send, as whom, from when
 PLAN_OK = "evb_plan_ok"  # worker -> master: the pacer started
 LINE = "evb_line"  # worker -> master: one JSON line of its pacer

@@ -57,8 +57,13 @@ def _slowest(docs: Iterable[dict], key: str) -> Any:
 
 
 def _transport(docs: list[dict], known: set[str]) -> dict:
-    keys = sorted({k for d in docs for k in d} - known)
+    """The transport's counters (TransportStats): every other numeric key of the lines."""
+    keys = sorted({k for d in docs for k, v in d.items() if _number(v)} - known)
     return {k: (_slowest if k in _TRANSPORT_SLOWEST else _sum)(docs, k) for k in keys}
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def merged_step(steps: list[dict], workers: int) -> dict:
@@ -112,7 +117,10 @@ class Tally:
         elif kind == "done":
             self.done[index] = doc
             self.progress.pop(index, None)
-        elif kind in ("warning", "draining", "output"):
+        elif kind == "draining":
+            text = f"waiting up to {doc['timeout_s']:g} s for {doc['inflight']} in-flight answers"
+            return [{"event": "warning", "message": f"worker {index}: {text}"}]
+        elif kind in ("warning", "output"):
             text = doc.get("message") or doc.get("text") or f"{kind}: {doc}"
             return [{"event": "warning", "message": f"worker {index}: {text}"}]
         return self._due()
@@ -193,7 +201,9 @@ class Tally:
     def progress_line(self) -> dict | None:
         """The fleet's progress now (the master prints one a second): sums of each worker's
         latest window, and which worker lags most."""
+        # Each worker's window once: between steps and in the drain nothing new is printed.
         docs = {i: d for i, d in self.progress.items() if i not in self.failed}
+        self.progress = {}
         if not docs:
             return None
         lags = {i: d["lag_p99_ms"] for i, d in docs.items() if d.get("lag_p99_ms") is not None}
@@ -284,6 +294,8 @@ def merged_done(dones: list[dict]) -> dict:
     cluster, where no master tallied them); a worker whose line is missing counts as failed."""
     workers = max(d["workers"] for d in dones)
     tally = Tally(workers, pid=0)
+    # What a sender writes beside its done line for `evbench collect`, not part of it.
+    dones = [{k: v for k, v in d.items() if k not in ("host", "argv")} for d in dones]
     for doc in dones:
         index = doc["worker"]
         tally.done[index] = doc

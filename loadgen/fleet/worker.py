@@ -40,6 +40,9 @@ def serve(master_host: str, master_port: int, out: Path | None, log_dir: Path) -
     worker = _Worker(env, runner, out, log_dir)
     runner.register_message(messages.PLAN, worker.on_plan, concurrent=True)
     runner.register_message(messages.STOP, worker.on_stop)
+    # Only now can a plan be taken: Locust's own "ready" comes as soon as the worker connects,
+    # and a plan sent before the handler exists would be dropped.
+    runner.send_message(messages.READY, {"host": socket.gethostname()})
     try:
         runner.greenlet.join()  # until the master quits (or is lost for a minute)
     finally:
@@ -77,10 +80,10 @@ class _Worker:
     def _forward(self, sender: Child, index: int) -> None:
         """Every line of the sender to the master; its latency counts into Locust's stats."""
         while (doc := sender.lines.get()) is not None:
-            if doc.get("event") == "progress" and "latency_ms_counts" in doc:
+            if doc.get("event") == "answers":  # for Locust's statistics, not for the master
                 feed(self.env.stats, f"step {doc['step']}", doc)
-                doc = {k: v for k, v in doc.items() if k not in ("latency_ms_counts", "errors")}
-            elif doc.get("event") == "done":
+                continue
+            if doc.get("event") == "done":
                 # Locust's last statistics reach the master before the done line does (one
                 # connection, in order), so the fleet's reports have every answer.
                 self.runner._send_stats()

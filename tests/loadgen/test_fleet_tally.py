@@ -188,7 +188,8 @@ def test_worker_warnings_are_named():
 
 def test_workers_done_lines_alone_merge_into_the_fleets():
     clock = {"url": "u", "before": None, "after": None, "errors": ["before: refused"]}
-    done0 = {**done(0, [step(0, 1000, 990.0, 0.4)]), "clock": clock}
+    # as `_sender-w0.json` holds it: the done line, plus the host and argv for collect
+    done0 = {**done(0, [step(0, 1000, 990.0, 0.4)]), "clock": clock, "host": "a", "argv": ["x"]}
     merged = merged_done([done0, done(1, [step(1, 1000, 970.0, 0.9)])])
     assert problems(merged, SenderDone) == []
     assert (merged["sent"], merged["failed_workers"], merged["clocks"]) == (
@@ -198,5 +199,6 @@ def test_workers_done_lines_alone_merge_into_the_fleets():
     )
     (only,) = merged["steps"]
     assert only["achieved_send_rate_per_s"] == pytest.approx(980.0) and only["lag_p99_ms"] == 0.9
+    assert "host" not in merged and "argv" not in merged
     lost = merged_done([done(1, [step(1, 1000, 970.0, 0.9)])])  # worker 0's was not collected
     assert lost["failed_workers"] == {"0": "its summary was not collected"} and lost["interrupted"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from evbench.shared.documents import (
+    SenderAnswers,
     SenderDone,
     SenderProgress,
     SenderStart,
@@ -160,6 +161,36 @@ def test_progress_lines_are_their_documented_types(tmp_path, receiver):
         assert seen.get(event), f"the sender printed no {event} line"
         for doc in seen[event]:
             assert problems(doc, doc_type) == []
+
+
+def test_answers_lines_count_every_answer_from_its_intended_time(tmp_path, receiver):
+    settings = SenderSettings(
+        target=receiver.url + "/",
+        pace="200:2",
+        out=tmp_path / "sent",
+        knobs=SendKnobs(step_gap_s=0.2),
+        start_delay_s=0.2,
+        latency_histograms=True,
+        clock_url=receiver.url + "/clock",
+    )
+    child = settings.start(tmp_path / "sender.log")
+    answers, done = [], None
+    while (doc := child.next_line(30)) is not None:
+        if doc["event"] == "answers":
+            answers.append(doc)
+        elif doc["event"] == "done":
+            done = doc
+    assert child.wait(10) == 0
+    assert all(problems(doc, SenderAnswers) == [] for doc in answers)
+    # every answer in some line, the last ones too (they come after the step's last tick)
+    assert sum(sum(a["latency_ms_counts"].values()) for a in answers) == done["ok"] == 400
+    rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
+    slowest_ms = max((r["ack_ns"] - r["intended_ns"]) // 1_000_000 for r in rows)
+    assert max(int(ms) for a in answers for ms in a["latency_ms_counts"]) == slowest_ms
+    clock = done["clock"]  # measured on both sides of the run, on one host: within its bound
+    assert clock["errors"] == [] and all(
+        abs(clock[end]["offset_ns"]) <= clock[end]["bound_ns"] for end in ("before", "after")
+    )
 
 
 def test_warmup_is_sent_first_and_marked(tmp_path, receiver):
