@@ -12,9 +12,19 @@ def progress_line(doc: dict, steps_total: int, received: int | None) -> str:
     label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
     return (
         f"{label:>12}  {doc['target_rate_per_s']:>6}/s  last 1 s {doc['window_sent']:>6}/s  "
-        f"lag p99 {_ms(doc['lag_p99_ms']):>9}  failures {doc['failures']:>5}  "
+        f"lag p99 {_ms(doc['lag_p99_ms']):>9}{_fleet(doc)}  failures {doc['failures']:>5}  "
         f"in flight {doc['inflight']:>4}  received {_count(received)}"
     )
+
+
+def _fleet(doc: dict) -> str:
+    """A fleet's progress: whose lag p99 that is, how many workers reported, who failed."""
+    if "workers_reporting" not in doc:
+        return ""
+    text = f" (worker {doc['slowest_worker']}, {doc['workers_reporting']} reporting)"
+    if failed := doc.get("failed_workers"):
+        text += f" FAILED: {', '.join(sorted(failed))}"
+    return text
 
 
 def step_line(doc: dict, steps_total: int, received: int | None) -> str:
@@ -27,6 +37,11 @@ def step_line(doc: dict, steps_total: int, received: int | None) -> str:
         f"{label:>12}  {target:>6}/s  achieved {achieved:>8.1f}/s ({ratio:6.2f} %)  "
         f"lag p99 {_ms(doc['lag_p99_ms']):>9}  failures {doc['failures']:>5}  "
         f"cap hits {doc['inflight_cap_hits']}  received {_count(received)}"
+        + (
+            f"  FAILED workers: {', '.join(sorted(failed))}"
+            if (failed := doc.get("failed_workers"))
+            else ""
+        )
     )
 
 

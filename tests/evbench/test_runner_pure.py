@@ -71,6 +71,12 @@ def test_lines_show_target_achieved_lag_failures_received():
     }
     assert "warmup" in progress_line(progress, 12, None)
     assert "received ?" in progress_line(progress, 12, None)
+    assert "worker" not in progress_line(progress, 12, None)
+    assert step_line({**step, "failed_workers": {"1": "x"}}, 12, 1).endswith("FAILED workers: 1")
+    fleet = {**progress, "lag_p99_ms": 3.5, "workers_reporting": 2, "slowest_worker": 1}
+    assert "lag p99   3.50 ms (worker 1, 2 reporting)" in progress_line(fleet, 12, None)
+    failed = {**fleet, "workers_reporting": 1, "failed_workers": {"0": "missing"}}
+    assert "(worker 1, 1 reporting) FAILED: 0" in progress_line(failed, 12, None)
 
 
 STATS = {"received": 10, "rows_written": 10}
