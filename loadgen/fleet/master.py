@@ -102,6 +102,13 @@ def _write_reports(env: Environment, options: FleetOptions, writer, writing) -> 
             writer.close_files()
         if options.locust_html is not None:
             options.locust_html.write_text(get_html_report(env, show_download_link=False))
+        # Locust's console tables, on stderr (stdout carries the fleet's lines).
+        for line in [
+            *locust_stats.get_stats_summary(env.stats, False),
+            "",
+            *locust_stats.get_percentile_stats_summary(env.stats),
+        ]:
+            print(line, file=sys.stderr)
     except Exception as exc:
         _emit({"event": "warning", "message": f"Locust's reports were not written: {exc!r}"})
 
