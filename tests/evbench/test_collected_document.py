@@ -1,0 +1,66 @@
+"""run.json of a collected run, from senders' summary files and receivers' counters (pure)."""
+
+from evbench.collect import collected_document
+from evbench.shared.documents import RunDoc, problems
+from loadgen.settings import SenderSettings, SendKnobs
+
+
+def _summary(worker, workers, interrupted=False, host="pod-a"):
+    settings = SenderSettings(
+        target="http://broker/", pace="200:2", out="sent", knobs=SendKnobs(payload_bytes=1024),
+        worker=worker, workers=workers,
+    )  # fmt: skip
+    step = {
+        "step": 1, "warmup": False, "target_rate_per_s": 200, "duration_s": 2,
+        "worker_target_rate_per_s": 200 / workers, "scheduled": 400 // workers,
+        "sent": 400 // workers, "ok": 400 // workers, "failures": 0, "inflight_cap_hits": 0,
+        "achieved_send_rate_per_s": 200.0, "lag_p50_ms": 0.1, "lag_p99_ms": 0.5,
+        "lag_max_ms": 1.0, "wake_jitter_p99_ms": 0.1, "wake_jitter_max_ms": 0.2,
+        "gc_ms": 1.0, "gc_collected": 0,
+    }  # fmt: skip
+    return {
+        "start_ns": 1_700_000_000_000_000_000, "worker": worker, "workers": workers,
+        "interrupted": interrupted, "stop_reason": "SIGINT" if interrupted else None,
+        "steps": [step], "sent": step["sent"], "ok": step["ok"], "failures": 0,
+        "inflight_cap_hits": 0, "unanswered_at_end": 0, "timed_out": 0, "precise_timer": True,
+        "rows_written": step["sent"], "parts_written": 1, "flush_errors": 0, "run_tag": "t",
+        "wall_s": 2.5, "host": host, "argv": settings.argv(),
+    }  # fmt: skip
+
+
+RX = {"received": 400, "connections": 3, "first_received_ns": 5, "last_received_ns": 9}
+
+
+def test_one_sender():
+    doc = collected_document(
+        "c", "channel-imc", [_summary(0, 1)], [RX], ["http://s"], ["http://r:8080"]
+    )
+    assert problems(doc, RunDoc) == []
+    assert (doc["status"], doc["payload_bytes"], doc["pace"]["spec"]) == (
+        "completed",
+        1024,
+        "200:2",
+    )
+    assert doc["schedule"]["start_ns"] == 1_700_000_000_000_000_000
+    assert doc["hosts"] == {"sender": "pod-a", "receiver": "r"}
+    assert doc["clock"]["sender_receiver_same_host"] is False
+    assert doc["receiver"]["stats"] == RX
+
+
+def test_a_fleet_with_a_missing_worker_is_a_failed_run():
+    doc = collected_document(
+        "c", "x", [_summary(0, 3), _summary(2, 3, host="pod-c")], [RX, RX], ["a", "c"], ["r1", "r2"]
+    )
+    assert problems(doc, RunDoc) == []
+    assert doc["status"] == "failed"
+    assert doc["instrument_failures"] == [
+        "sender fleet lost 1 of 3 workers (worker 1: its summary was not collected)"
+    ]
+    stats = doc["receiver"]["stats"]  # two receivers: counts add up, first/last are extremes
+    assert (stats["received"], stats["first_received_ns"], stats["last_received_ns"]) == (800, 5, 9)
+    assert doc["hosts"]["sender"] == "pod-a, pod-c"
+
+
+def test_an_interrupted_sender_makes_an_interrupted_run():
+    doc = collected_document("c", "x", [_summary(0, 1, interrupted=True)], [RX], ["s"], ["r"])
+    assert (doc["status"], doc["interrupted"]) == ("interrupted", True)
