@@ -44,6 +44,8 @@ bench: $(STAMP) bench-tools
 	$(BIN)/python benchmarks/sender_rate.py --repeats 3
 	$(BIN)/python benchmarks/sender_stuck.py
 	$(BIN)/python benchmarks/receiver_rate.py
+	$(BIN)/python benchmarks/fleet_rate.py --repeats 3
+	$(BIN)/python benchmarks/clock_skew.py --repeats 3
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

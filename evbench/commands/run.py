@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -60,7 +61,8 @@ def add(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="sender processes on this host (default 1); above 1 they form a Locust fleet, "
         "each sending every Nth slot from one start instant, with Locust's statistics in "
-        "<sut>/logs/locust*",
+        "<sut>/logs/locust*. Workers on one host share its cores with the receiver and the "
+        "lab, so more workers than cores raise lag; across hosts use `evbench send --master`",
     )
     run.add_argument(
         "--receiver-clock-shift",
@@ -97,6 +99,14 @@ def main(args: argparse.Namespace) -> int:
         workers=args.workers,
         lab=lab_settings(args),
     )
+    cores = os.cpu_count() or 1
+    if args.workers > 1 and args.workers >= cores:
+        # Measured on 2 cores: one worker held 20,000 events/s, two only 12,000 (the
+        # receiver's process makes three busy processes for two cores).
+        echo(
+            f"note: {args.workers} sender workers, the receiver and the lab share {cores} "
+            "cores here: expect more lag than one worker at the same rate"
+        )
     live = sys.stderr.isatty()
     single = args.sut is not None and len(args.sut) == 1
     if single:
