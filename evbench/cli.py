@@ -10,6 +10,7 @@ from evbench.commands import (
     collect,
     compare,
     import_knative,
+    memory,
     paces,
     receive,
     run,
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         send,
         collect,
         serve_records,
+        memory,
     ):
         command.add(commands)
     return parser

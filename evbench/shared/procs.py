@@ -41,7 +41,9 @@ def die_with_parent() -> None:
 class Child:
     """A child whose stdout carries JSON lines; stderr goes to a log file kept with the run."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,6 +56,7 @@ class Child:
             preexec_fn=die_with_parent,
             text=True,
             bufsize=1,
+            env=env,
         )
         self.pid = self.proc.pid
         self.lines: queue.Queue[dict | None] = queue.Queue()

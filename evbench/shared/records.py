@@ -105,6 +105,19 @@ CONSUMER_LAG_FIELDS: tuple[Field, ...] = (
     Field("lag", "int64", False, "records not yet committed (end - committed, or end - low)"),
 )
 
+MEMORY_SAMPLE_FIELDS: tuple[Field, ...] = (
+    Field("t_ns", "int64", False, "when the sample was taken"),
+    Field("process", "string", False, "consumer or broker", low_cardinality=True),
+    Field("pid", "int32", False, "process id", low_cardinality=True),
+    Field("rss_bytes", "int64", False, "resident set size (what kubectl top reports)"),
+    Field("uss_bytes", "int64", True, "unique set size: pages only this process holds"),
+    Field("rss_anon_bytes", "int64", True, "anonymous resident memory (/proc RssAnon): heaps"),
+    Field("hwm_bytes", "int64", True, "the kernel's peak RSS so far (/proc VmHWM)"),
+    Field("consumed", "int64", True, "messages the consumer had consumed (its last report)"),
+    Field("py_traced_bytes", "int64", True, "Python heap (tracemalloc), Python clients only"),
+    Field("fetchq_bytes", "int64", True, "librdkafka's fetch queue (its statistics)"),
+)
+
 
 # One named row type per record, for code that builds rows one at a time (the 2019 import, the
 # samplers, tests): a row reads as names instead of positions. Field order and types are the
@@ -144,6 +157,19 @@ class ProcessSampleRow(NamedTuple):
     cpu_percent: float
 
 
+class MemorySampleRow(NamedTuple):
+    t_ns: int
+    process: str
+    pid: int
+    rss_bytes: int
+    uss_bytes: int | None
+    rss_anon_bytes: int | None
+    hwm_bytes: int | None
+    consumed: int | None
+    py_traced_bytes: int | None
+    fetchq_bytes: int | None
+
+
 class ConsumerLagRow(NamedTuple):
     t_ns: int
     group: str
@@ -159,6 +185,7 @@ ROW_TYPES: dict[type[tuple], tuple[Field, ...]] = {
     ReceivedRow: RECEIVED_FIELDS,
     ProcessSampleRow: PROCESS_SAMPLE_FIELDS,
     ConsumerLagRow: CONSUMER_LAG_FIELDS,
+    MemorySampleRow: MEMORY_SAMPLE_FIELDS,
 }
 
 # Every event this suite sends carries its id three ways (DESIGN §3): intermediaries such as a

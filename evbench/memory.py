@@ -1,0 +1,341 @@
+"""`evbench memory`: how much memory a Kafka consumer takes to drain a backlog (seeds 000/001).
+
+Per scenario (a consumer and a partition count): a fresh Tansu broker, a topic of P partitions
+filled as fast as it takes 8 KB events for the fill time (or N events), then one consumer,
+started only now as the seed's source was, consuming for the consume time. Every second the
+consumer's memory is read from /proc (RSS, USS, anonymous RSS, the kernel's high-water mark)
+next to what the consumer says of itself (consumed, Python heap, librdkafka's fetch queue);
+every 5 s a line is printed, as the seed reported. At the end: the lag per partition (printed
+as `kafka-consumer-groups --describe` prints it), the partitions never consumed, the idle,
+peak and post-drain figures, and the predicted buffer bound next to the measured peak.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from analysis.memory import memory_figures
+from evbench.shared.errors import EvbenchError
+from evbench.shared.layout import safe_component
+from evbench.shared.parquet import PartWriter
+from evbench.shared.procs import Child
+from evbench.shared.records import (
+    CONSUMER_LAG_FIELDS,
+    MEMORY_SAMPLE_FIELDS,
+    ConsumerLagRow,
+    MemorySampleRow,
+)
+from suts.consumers.predict import predicted
+from suts.lag import describe_lines
+from suts.tansu import Tansu, create_topic
+
+# Seed 001's low-memory settings for librdkafka.
+LOW_MEMORY = (
+    ("queued.min.messages", "1"),
+    ("queued.max.messages.kbytes", "3000"),
+    ("fetch.max.bytes", "3000000"),
+)
+CONSUMERS = {
+    "confluent": ("confluent", ()),
+    "confluent-lowmem": ("confluent", LOW_MEMORY),
+    "aiokafka": ("aiokafka", ()),
+    "kafka-python": ("kafka-python", ()),
+}
+_REPORT_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    name: str  # as the user named it (a row of the tables)
+    client: str  # suts.consumers.CLIENTS
+    settings: tuple[tuple[str, str], ...]
+
+
+def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec]:
+    """`confluent,confluent-lowmem,...` with every `--consumer KEY=VALUE` applied to each (a
+    later value wins). Raises ValueError naming an unknown consumer or a bad setting."""
+    overrides = []
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--consumer '{item}' must be KEY=VALUE")
+        overrides.append((key.strip(), value.strip()))
+    specs = []
+    for name in (n.strip() for n in names.split(",") if n.strip()):
+        if name not in CONSUMERS:
+            raise ValueError(f"unknown consumer '{name}': use {', '.join(CONSUMERS)}")
+        client, settings = CONSUMERS[name]
+        merged = dict(settings) | dict(overrides)
+        specs.append(ConsumerSpec(name, client, tuple(merged.items())))
+    if not specs:
+        raise ValueError("no consumer named")
+    return specs
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    runs_dir: Path
+    run_id: str
+    partitions: tuple[int, ...] = (1, 50, 100)
+    consumers: tuple[ConsumerSpec, ...] = ()
+    fill_s: float = 120.0
+    fill_events: int | None = None  # instead of fill_s
+    consume_s: float = 250.0
+    event_bytes: int = 8192
+    max_backlog_bytes: int = 4 * 2**30  # the broker keeps every record in memory
+    memory_limit_bytes: int | None = None
+    malloc_arena_max: int | None = None
+    trim_after_drain: bool = False
+    tracemalloc: bool = True
+
+
+def status_fields(text: str) -> dict[str, int]:
+    """The memory lines of /proc/<pid>/status in bytes (`VmHWM:  1234 kB`)."""
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
+            out[key] = int(parts[0]) * 1024
+    return out
+
+
+@dataclass
+class _Latest:
+    """What the consumer said last (progress lines), read by the sampler."""
+
+    progress: dict = field(default_factory=dict)
+    trimmed: dict | None = None
+    done: dict | None = None
+
+
+def run_memory(options: MemoryOptions, echo: Callable[[str], None]) -> Path:
+    root = options.runs_dir / f"{safe_component('run id', options.run_id)}-memory"
+    if root.exists():
+        raise EvbenchError(f"{root} already exists: choose another --run-id")
+    root.mkdir(parents=True)
+    rows = []
+    for partitions in options.partitions:
+        for spec in options.consumers:
+            scenario = root / f"{spec.name}-p{partitions}"
+            echo(f"scenario {scenario.name}: {partitions} partitions, consumer {spec.name}")
+            result = _scenario(options, spec, partitions, scenario, echo)
+            (scenario / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
+            rows.append(result)
+    (root / "memory.json").write_text(json.dumps({"scenarios": rows}, indent=2) + "\n")
+    for line in peak_table(rows):
+        echo(line)
+    return root
+
+
+def _scenario(options: MemoryOptions, spec: ConsumerSpec, partitions: int, out: Path, echo) -> dict:
+    logs = out / "logs"
+    logs.mkdir(parents=True)
+    broker = Tansu(logs / "tansu.log")
+    bootstrap = broker.start()
+    topic, group = "backlog", f"memory-{spec.name}-p{partitions}"
+    try:
+        create_topic(bootstrap, topic, partitions, 1)
+        produced, fill_s = _fill(bootstrap, topic, options)
+        mib = produced * options.event_bytes / 2**20
+        echo(f"  filled {produced} events ({mib:.0f} MiB) in {fill_s:.1f} s")
+        result = _consume(options, spec, partitions, bootstrap, topic, group, produced, out, echo)
+        result["fill_s"] = round(fill_s, 3)
+        result["lag"] = _lag(bootstrap, group, topic, partitions, out)
+    finally:
+        broker.stop()
+    for line in describe_lines(
+        group, topic, [(r["partition"], r["committed"], r["end"]) for r in result["lag"]]
+    ):
+        echo("  " + line)
+    return result
+
+
+def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, float]:
+    """Produce 8 KB events as fast as the broker takes them, for the fill time or N events,
+    never more than max_backlog_bytes (the broker holds them all in memory)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1"})
+    payload = b"x" * options.event_bytes
+    cap = options.max_backlog_bytes // options.event_bytes
+    wanted = min(options.fill_events or cap, cap)
+    started = time.monotonic()
+    deadline = started + (options.fill_s if options.fill_events is None else 1e9)
+    sent = 0
+    while sent < wanted and time.monotonic() < deadline:
+        try:
+            producer.produce(topic, value=payload, key=str(sent).encode())
+            sent += 1
+        except BufferError:
+            producer.poll(0.05)  # the producer's queue is full: let it drain
+        if sent % 1000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise EvbenchError("the backlog could not be written to the broker within 120 s")
+    return sent, time.monotonic() - started
+
+
+def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, echo) -> dict:
+    argv = [
+        sys.executable, "-m", "suts.consumers", spec.client,
+        "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+        "--expect", str(produced),
+        *(arg for key, value in spec.settings for arg in ("--setting", f"{key}={value}")),
+        *(["--tracemalloc"] if options.tracemalloc else []),
+        *(["--trim-after-drain"] if options.trim_after_drain else []),
+        *(["--memory-limit", str(limit)] if (limit := options.memory_limit_bytes) else []),
+    ]  # fmt: skip
+    env = {**os.environ}
+    if options.malloc_arena_max:
+        env["MALLOC_ARENA_MAX"] = str(options.malloc_arena_max)
+    child = Child(spec.name, argv, out / "logs" / "consumer.log", env=env)
+    latest = _Latest()
+    reader = threading.Thread(target=_read, args=(child, latest), daemon=True)
+    reader.start()
+    writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")
+    started = time.monotonic()
+    series, drained_s, last_report = [], None, started - _REPORT_EVERY_S
+    hwm = None
+    while time.monotonic() - started < options.consume_s and child.alive():
+        time.sleep(1.0)
+        now_s = time.monotonic() - started
+        sample = _sample(child.pid, latest.progress)
+        if sample is None:
+            break
+        writer.append(sample)
+        series.append((now_s, sample.rss_bytes))
+        hwm = sample.hwm_bytes
+        consumed = latest.progress.get("consumed", 0)
+        if drained_s is None and consumed >= produced:
+            drained_s = now_s
+        if now_s - last_report >= _REPORT_EVERY_S:
+            last_report = now_s
+            echo(
+                f"  {now_s:5.0f} s  rss {sample.rss_bytes / 2**20:7.1f} MiB  "
+                f"uss {(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
+            )
+    writer.flush()
+    died = not child.alive()
+    if not died:
+        child.signal(signal.SIGTERM)
+    code = child.wait(30)
+    reader.join(5)
+    done = latest.done or {}
+    first_s = done.get("first_message_s", latest.progress.get("first_message_s"))
+    figures = memory_figures(series, first_s, drained_s, hwm) if series else None
+    prediction = predicted(spec.client, dict(spec.settings), partitions, options.event_bytes)
+    per_partition = done.get("per_partition", {})
+    return {
+        "consumer": spec.name,
+        "client": spec.client,
+        "settings": dict(spec.settings),
+        "partitions": partitions,
+        "produced": produced,
+        "consumed": done.get("consumed", latest.progress.get("consumed")),
+        "first_message_s": first_s,
+        "drained_s": drained_s,
+        "exit": "died during the run" if died else f"exit {code}",
+        "exit_code": code,
+        "errors": done.get("errors", []),
+        "never_consumed": [p for p in range(partitions) if str(p) not in per_partition],
+        "trimmed": latest.trimmed,
+        "figures": asdict(figures) if figures else None,
+        "predicted_buffer_bytes": prediction.buffer_bytes,
+        "predicted_formula": prediction.formula,
+        "memory_limit_bytes": options.memory_limit_bytes,
+        "malloc_arena_max": options.malloc_arena_max,
+    }
+
+
+def _read(child: Child, latest: _Latest) -> None:
+    while (doc := child.lines.get()) is not None:
+        kind = doc.get("event")
+        if kind == "progress":
+            latest.progress = doc
+        elif kind == "trimmed":
+            latest.trimmed = doc
+        elif kind == "done":
+            latest.done = doc
+
+
+def _sample(pid: int, progress: dict) -> MemorySampleRow | None:
+    try:
+        process = psutil.Process(pid)
+        full = process.memory_full_info()
+        status = status_fields(Path(f"/proc/{pid}/status").read_text())
+    except (psutil.Error, OSError):
+        return None
+    return MemorySampleRow(
+        time.time_ns(),
+        "consumer",
+        pid,
+        full.rss,
+        getattr(full, "uss", None),
+        status.get("RssAnon"),
+        status.get("VmHWM"),
+        progress.get("consumed"),
+        progress.get("py_traced_bytes"),
+        progress.get("fetchq_bytes"),
+    )
+
+
+def _lag(bootstrap: str, group: str, topic: str, partitions: int, out: Path) -> list[dict]:
+    """Each partition's committed offset and end, from outside the group (no rebalance)."""
+    reader = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        committed = {tp.partition: tp.offset for tp in reader.committed(tps, timeout=10)}
+        rows, now_ns = [], time.time_ns()
+        writer = PartWriter(out / "samples" / "consumer-lag", CONSUMER_LAG_FIELDS, prefix="lag")
+        for p in range(partitions):
+            low, high = reader.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=10, cached=False
+            )
+            offset = committed.get(p)
+            known = offset if offset is not None and offset >= 0 else None
+            lag = high - (known if known is not None else low)
+            writer.append(ConsumerLagRow(now_ns, group, topic, p, high, known, lag))
+            rows.append({"partition": p, "committed": known, "end": high, "lag": lag})
+        writer.flush()
+        return rows
+    finally:
+        reader.close()
+
+
+def peak_table(rows: list[dict]) -> list[str]:
+    """Seed 000's table, one row per scenario: idle, peak and post-drain MiB, whether memory
+    came back to idle, the predicted buffer bound, when the first message came, and the
+    partitions never consumed. Pure."""
+
+    def mib(value: int | None) -> str:
+        return "-" if value is None else f"{value / 2**20:.1f}"
+
+    lines = [
+        f"{'consumer':<18} {'P':>4} {'idle MiB':>9} {'peak MiB':>9} {'after MiB':>10} "
+        f"{'back to idle':>12} {'predicted buffers MiB':>21} {'first msg s':>11} never consumed"
+    ]
+    for row in rows:
+        f = row["figures"] or {}
+        returned = f.get("returned_to_idle")
+        first = row["first_message_s"]
+        lines.append(
+            f"{row['consumer']:<18} {row['partitions']:>4} {mib(f.get('idle_bytes')):>9} "
+            f"{mib(f.get('peak_bytes')):>9} {mib(f.get('plateau_bytes')):>10} "
+            f"{'-' if returned is None else 'yes' if returned else 'no':>12} "
+            f"{mib(row['predicted_buffer_bytes']):>21} "
+            f"{'-' if first is None else f'{first:.1f}':>11} "
+            f"{', '.join(map(str, row['never_consumed'])) or '-'}"
+        )
+    return lines

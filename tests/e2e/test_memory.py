@@ -1,0 +1,43 @@
+"""`evbench memory` as a user runs it: a short scenario on a real broker, a real consumer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evbench.shared.parquet import read_parts
+from evbench.shared.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "evbench", "memory", "--partitions", "2",
+            "--consumers", "confluent", "--fill-events", "400", "--consume", "8",
+            "--runs-dir", str(tmp_path), "--run-id", "m",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    scenario = tmp_path / "m-memory" / "confluent-p2"
+    result = json.loads((scenario / "scenario.json").read_text())
+    assert result["produced"] == 400 == result["consumed"]
+    assert result["never_consumed"] == []
+    figures = result["figures"]
+    assert figures["peak_bytes"] >= figures["plateau_bytes"] > 0
+    assert result["predicted_buffer_bytes"] > 0 and "fetch.max.bytes" in result["predicted_formula"]
+    samples = read_parts(scenario / "samples" / "memory", MEMORY_SAMPLE_FIELDS).to_pylist()
+    assert len(samples) >= 5 and all(s["rss_bytes"] > 0 for s in samples)
+    assert samples[-1]["consumed"] == 400
+    lag = read_parts(scenario / "samples" / "consumer-lag", CONSUMER_LAG_FIELDS).to_pylist()
+    assert sorted(r["partition"] for r in lag) == [0, 1]
+    assert all(r["lag"] == 0 for r in lag)  # drained and committed
+    assert "GROUP" in done.stderr and "LOG-END-OFFSET" in done.stderr  # the describe table
+    assert "back to idle" in done.stderr  # the peak table

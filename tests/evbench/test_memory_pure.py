@@ -1,0 +1,86 @@
+"""The memory evaluation's pure pieces: consumer choices, /proc status, the peak table."""
+
+import pytest
+
+from evbench.memory import LOW_MEMORY, consumer_specs, peak_table, status_fields
+
+
+def test_consumers_by_name_with_settings_for_all():
+    specs = consumer_specs("confluent,confluent-lowmem,aiokafka", ("fetch.queue.backoff.ms=50",))
+    assert [(s.name, s.client) for s in specs] == [
+        ("confluent", "confluent"),
+        ("confluent-lowmem", "confluent"),
+        ("aiokafka", "aiokafka"),
+    ]
+    assert dict(specs[1].settings) == {**dict(LOW_MEMORY), "fetch.queue.backoff.ms": "50"}
+    # a user's value wins over the named set's
+    (lowmem,) = consumer_specs("confluent-lowmem", ("queued.min.messages=1000",))
+    assert dict(lowmem.settings)["queued.min.messages"] == "1000"
+
+
+@pytest.mark.parametrize(
+    ("names", "extra", "message"),
+    [
+        ("confluent,franz", (), "unknown consumer 'franz'"),
+        ("confluent", ("nokey",), "--consumer 'nokey' must be KEY=VALUE"),
+        (" , ", (), "no consumer named"),
+    ],
+)
+def test_bad_consumer_choices_are_refused_by_name(names, extra, message):
+    with pytest.raises(ValueError, match=message):
+        consumer_specs(names, extra)
+
+
+def test_proc_status_memory_lines_in_bytes():
+    text = (
+        "Name:\tpython\nVmHWM:\t  204800 kB\nVmRSS:\t  102400 kB\n"
+        "RssAnon:\t   51200 kB\nThreads:\t5\n"
+    )
+    assert status_fields(text) == {
+        "VmHWM": 204800 * 1024,
+        "VmRSS": 102400 * 1024,
+        "RssAnon": 51200 * 1024,
+    }
+
+
+def test_the_peak_table_reads_like_seed_000():
+    mib = 2**20
+    row = {
+        "consumer": "confluent",
+        "partitions": 100,
+        "figures": {
+            "idle_bytes": 20 * mib,
+            "peak_bytes": 76 * mib,
+            "plateau_bytes": 46 * mib,
+            "returned_to_idle": False,
+        },
+        "predicted_buffer_bytes": 118 * mib,
+        "first_message_s": 2.5,
+        "never_consumed": [24, 66],
+    }
+    header, line = peak_table([row])
+    assert header.split()[:4] == ["consumer", "P", "idle", "MiB"]
+    assert line.split() == [
+        "confluent",
+        "100",
+        "20.0",
+        "76.0",
+        "46.0",
+        "no",
+        "118.0",
+        "2.5",
+        "24,",
+        "66",
+    ]
+    empty = {**row, "figures": None, "first_message_s": None, "never_consumed": []}
+    assert peak_table([empty])[1].split() == [
+        "confluent",
+        "100",
+        "-",
+        "-",
+        "-",
+        "-",
+        "118.0",
+        "-",
+        "-",
+    ]
