@@ -53,3 +53,72 @@ def memory_figures(
         else plateau <= idle + tolerance
     )
     return MemoryFigures(idle, peak, plateau, returned, tolerance)
+
+
+DESCRIBE_COLUMNS = (
+    "GROUP",
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+)
+
+
+def describe_lines(
+    group: str,
+    topic: str,
+    partitions: list[tuple[int, int | None, int]],
+    member: tuple[str, str, str] | None = None,
+) -> list[str]:
+    """`kafka-consumer-groups --describe --group G` as Kafka's tool prints it, from (partition,
+    committed offset or None, log-end offset) rows: columns padded to at least 15, and `-` for
+    the offset and the lag of a partition with nothing committed and for an absent member."""
+    consumer_id, host, client_id = member or ("-", "-", "-")
+    widths = [max(15, len(group)), max(15, len(topic)), 10, 15, 15, 15]
+    widths += [max(15, len(consumer_id)), max(15, len(host))]
+
+    def line(values: tuple[str, ...]) -> str:
+        padded = [v.ljust(w) for v, w in zip(values, widths, strict=False)]
+        return " ".join([*padded, values[-1]])
+
+    rows = [line(DESCRIBE_COLUMNS)]
+    for partition, committed, end in partitions:
+        known = committed is not None and committed >= 0
+        current, lag = (str(committed), str(end - committed)) if known else ("-", "-")
+        rows.append(
+            line(
+                (group, topic, str(partition), current, str(end), lag, consumer_id, host, client_id)
+            )
+        )
+    return rows
+
+
+def peak_table(rows: list[dict]) -> list[str]:
+    """Seed 000's table, one row per scenario: idle, peak and post-drain MiB, whether memory
+    came back to idle, the predicted buffer bound, when the first message came, and the
+    partitions never consumed. Pure."""
+
+    def mib(value: int | None) -> str:
+        return "-" if value is None else f"{value / 2**20:.1f}"
+
+    lines = [
+        f"{'consumer':<18} {'P':>4} {'idle MiB':>9} {'peak MiB':>9} {'after MiB':>10} "
+        f"{'back to idle':>12} {'predicted buffers MiB':>21} {'first msg s':>11} never consumed"
+    ]
+    for row in rows:
+        f = row["figures"] or {}
+        returned = f.get("returned_to_idle")
+        first = row["first_message_s"]
+        lines.append(
+            f"{row['consumer']:<18} {row['partitions']:>4} {mib(f.get('idle_bytes')):>9} "
+            f"{mib(f.get('peak_bytes')):>9} {mib(f.get('plateau_bytes')):>10} "
+            f"{'-' if returned is None else 'yes' if returned else 'no':>12} "
+            f"{mib(row['predicted_buffer_bytes']):>21} "
+            f"{'-' if first is None else f'{first:.1f}':>11} "
+            f"{', '.join(map(str, row['never_consumed'])) or '-'}"
+        )
+    return lines

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from analysis.memory import memory_figures
+from analysis.memory import describe_lines, memory_figures, peak_table
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import safe_component
 from evbench.shared.parquet import PartWriter
@@ -37,7 +37,6 @@ from evbench.shared.records import (
     MemorySampleRow,
 )
 from suts.consumers.predict import predicted
-from suts.lag import describe_lines
 from suts.tansu import Tansu, create_topic
 
 # Seed 001's low-memory settings for librdkafka.
@@ -312,30 +311,3 @@ def _lag(bootstrap: str, group: str, topic: str, partitions: int, out: Path) -> 
         return rows
     finally:
         reader.close()
-
-
-def peak_table(rows: list[dict]) -> list[str]:
-    """Seed 000's table, one row per scenario: idle, peak and post-drain MiB, whether memory
-    came back to idle, the predicted buffer bound, when the first message came, and the
-    partitions never consumed. Pure."""
-
-    def mib(value: int | None) -> str:
-        return "-" if value is None else f"{value / 2**20:.1f}"
-
-    lines = [
-        f"{'consumer':<18} {'P':>4} {'idle MiB':>9} {'peak MiB':>9} {'after MiB':>10} "
-        f"{'back to idle':>12} {'predicted buffers MiB':>21} {'first msg s':>11} never consumed"
-    ]
-    for row in rows:
-        f = row["figures"] or {}
-        returned = f.get("returned_to_idle")
-        first = row["first_message_s"]
-        lines.append(
-            f"{row['consumer']:<18} {row['partitions']:>4} {mib(f.get('idle_bytes')):>9} "
-            f"{mib(f.get('peak_bytes')):>9} {mib(f.get('plateau_bytes')):>10} "
-            f"{'-' if returned is None else 'yes' if returned else 'no':>12} "
-            f"{mib(row['predicted_buffer_bytes']):>21} "
-            f"{'-' if first is None else f'{first:.1f}':>11} "
-            f"{', '.join(map(str, row['never_consumed'])) or '-'}"
-        )
-    return lines

@@ -22,48 +22,6 @@ def partition_lag(end_offset: int, committed: int | None, low_offset: int) -> in
     return max(0, end_offset - start)
 
 
-DESCRIBE_COLUMNS = (
-    "GROUP",
-    "TOPIC",
-    "PARTITION",
-    "CURRENT-OFFSET",
-    "LOG-END-OFFSET",
-    "LAG",
-    "CONSUMER-ID",
-    "HOST",
-    "CLIENT-ID",
-)
-
-
-def describe_lines(
-    group: str,
-    topic: str,
-    partitions: list[tuple[int, int | None, int]],
-    member: tuple[str, str, str] | None = None,
-) -> list[str]:
-    """`kafka-consumer-groups --describe --group G` as Kafka's tool prints it, from (partition,
-    committed offset or None, log-end offset) rows: columns padded to at least 15, and `-` for
-    the offset and the lag of a partition with nothing committed and for an absent member."""
-    consumer_id, host, client_id = member or ("-", "-", "-")
-    widths = [max(15, len(group)), max(15, len(topic)), 10, 15, 15, 15]
-    widths += [max(15, len(consumer_id)), max(15, len(host))]
-
-    def line(values: tuple[str, ...]) -> str:
-        padded = [v.ljust(w) for v, w in zip(values, widths, strict=False)]
-        return " ".join([*padded, values[-1]])
-
-    rows = [line(DESCRIBE_COLUMNS)]
-    for partition, committed, end in partitions:
-        known = committed is not None and committed >= 0
-        current, lag = (str(committed), str(end - committed)) if known else ("-", "-")
-        rows.append(
-            line(
-                (group, topic, str(partition), current, str(end), lag, consumer_id, host, client_id)
-            )
-        )
-    return rows
-
-
 class ConsumerLagSampler:
     def __init__(
         self,

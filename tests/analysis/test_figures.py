@@ -10,6 +10,7 @@ from analysis.figures import (
     VERDICT_COLOURS,
     comparison,
     latency_points,
+    memory_over_time,
     resource_samples,
     sender_health,
     six_series,
@@ -204,3 +205,24 @@ def _clock(applied, workers, negative=0):
 def test_the_report_says_what_was_done_about_the_clocks(summary, shown):
     note = clock_note(summary)
     assert (shown in note) if shown else note == ""
+
+
+def test_memory_over_time_draws_rss_uss_and_the_phases_of_each_scenario():
+    mib = 2**20
+    series = {
+        "confluent-p1": [
+            {"second": 0, "rss_bytes": 20 * mib, "uss_bytes": 15 * mib},
+            {"second": 1, "rss_bytes": 70 * mib, "uss_bytes": 60 * mib},
+            {"second": 2, "rss_bytes": 40 * mib, "uss_bytes": 35 * mib},
+        ],
+        "aiokafka-p1": [{"second": 0, "rss_bytes": 30 * mib, "uss_bytes": None}],
+    }
+    phases = {"confluent-p1": {"first_message_s": 1, "drained_s": 2}}
+    figure = memory_over_time(series, phases, "memory")
+    traces = {t.name: (list(t.x), list(t.y), t.mode) for t in figure.data}
+    assert traces["confluent-p1 RSS"] == ([0, 1, 2], [20, 70, 40], "lines")
+    assert traces["confluent-p1 USS"] == ([0, 1, 2], [15, 60, 35], "lines")
+    assert traces["confluent-p1: first message"] == ([1], [70], "markers")
+    assert traces["confluent-p1: drained"] == ([2], [40], "markers")
+    assert traces["aiokafka-p1 RSS"] == ([0], [30], "lines")
+    assert "aiokafka-p1 USS" not in traces  # nothing measured, nothing drawn

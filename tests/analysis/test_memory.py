@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.memory import MIB, memory_figures
+from analysis.memory import MIB, describe_lines, memory_figures
 
 
 def series(*values_mib, start=0.0):
@@ -43,3 +43,20 @@ def test_the_plateau_is_the_last_ten_seconds_after_the_drain():
 def test_no_samples_is_an_error():
     with pytest.raises(ValueError, match="no memory samples"):
         memory_figures([], None, None)
+
+
+def test_lag_reads_like_kafka_consumer_groups_describe():
+    # seed 000's rows, and a partition nothing was committed for
+    lines = describe_lines(
+        "knative-group-100", "topic-100", [(33, 17, 13418), (0, 166, 13350), (7, None, 13001)]
+    )
+    assert lines == [
+        "GROUP             TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG       "
+        "      CONSUMER-ID     HOST            CLIENT-ID",
+        "knative-group-100 topic-100       33         17              13418           13401     "
+        "      -               -               -",
+        "knative-group-100 topic-100       0          166             13350           13184     "
+        "      -               -               -",
+        "knative-group-100 topic-100       7          -               13001           -         "
+        "      -               -               -",
+    ]

@@ -2,7 +2,8 @@
 
 import pytest
 
-from evbench.memory import LOW_MEMORY, consumer_specs, peak_table, status_fields
+from analysis.memory import peak_table
+from evbench.memory import LOW_MEMORY, consumer_specs, status_fields
 
 
 def test_consumers_by_name_with_settings_for_all():

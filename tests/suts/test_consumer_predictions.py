@@ -3,7 +3,6 @@
 import pytest
 
 from suts.consumers.predict import predicted, sarama
-from suts.lag import describe_lines
 
 EVENT = 8192
 LOW_MEMORY = {  # seed 001's low-memory set
@@ -44,20 +43,3 @@ def test_the_2019_dispatcher_rule_gives_seed_003s_example():
 def test_an_unknown_client_is_refused():
     with pytest.raises(ValueError, match="no buffer model for client 'franz'"):
         predicted("franz", {}, 1, EVENT)
-
-
-def test_lag_reads_like_kafka_consumer_groups_describe():
-    # seed 000's rows, and a partition nothing was committed for
-    lines = describe_lines(
-        "knative-group-100", "topic-100", [(33, 17, 13418), (0, 166, 13350), (7, None, 13001)]
-    )
-    assert lines == [
-        "GROUP             TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG       "
-        "      CONSUMER-ID     HOST            CLIENT-ID",
-        "knative-group-100 topic-100       33         17              13418           13401     "
-        "      -               -               -",
-        "knative-group-100 topic-100       0          166             13350           13184     "
-        "      -               -               -",
-        "knative-group-100 topic-100       7          -               13001           -         "
-        "      -               -               -",
-    ]
