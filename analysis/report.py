@@ -23,9 +23,17 @@ import pyarrow.parquet as pq
 from analysis.figures import (
     comparison,
     latency_points,
+    memory_over_time,
     resource_samples,
     sender_health,
     six_series,
+)
+from analysis.memory import (
+    PLATEAU_S,
+    RETURN_SLACK_BYTES,
+    RETURN_TOLERANCE,
+    describe_lines,
+    peak_table,
 )
 from analysis.verdicts import verdict_text
 from evbench.shared.documents import schedule_start_ns
@@ -396,3 +404,42 @@ def write_comparison(rows: list[dict], out: Path) -> Path:
     )
     out.write_text(_page("Runs compared", plotly_js(runs_root), runs_root, body))
     return out
+
+
+def write_memory_report(root: Path, rows: list[dict], series: dict[str, list[dict]]) -> Path:
+    """One page for a memory run: memory over time per scenario, seed 000's peak table, and
+    each scenario's lag as kafka-consumer-groups prints it."""
+    phases = {r["scenario"]: r for r in rows}
+    figure = memory_over_time(series, phases, "Consumer memory while draining the backlog")
+    lag = "".join(
+        f"<h3>{html.escape(r['scenario'])}</h3><pre>"
+        + html.escape(
+            "\n".join(
+                describe_lines(
+                    f"memory-{r['consumer']}-p{r['partitions']}",
+                    "backlog",
+                    [(x["partition"], x["committed"], x["end"]) for x in r["lag"]],
+                )
+            )
+        )
+        + "</pre>"
+        + (
+            f"<p class='note'>never consumed: {html.escape(str(r['never_consumed']))}; "
+            f"consumer {html.escape(r['exit'])}; errors: {len(r['errors'])}</p>"
+        )
+        for r in rows
+    )
+    body = (
+        f"<h1>{html.escape(root.name)}</h1>"
+        + _figure_html(figure, "memory-over-time")
+        + "<h2>Peaks</h2><pre>"
+        + html.escape("\n".join(peak_table(rows)))
+        + "</pre><p class='note'>Back to idle: the median of the last "
+        f"{PLATEAU_S:g} s after the drain within {RETURN_TOLERANCE:.0%} of the idle baseline or "
+        f"{RETURN_SLACK_BYTES // 2**20} MiB, whichever is larger. Predicted: the client's "
+        "buffer bound from its settings (suts/consumers/predict.py), the idle footprint not "
+        "included.</p><h2>Lag at the end</h2>" + lag
+    )
+    path = root / "report.html"
+    path.write_text(_page(root.name, plotly_js(root.parent), root, body))
+    return path

@@ -101,6 +101,10 @@ def analyze_path(
             raise EvbenchError(f"--thresholds {thresholds_file}: {exc.strerror}") from exc
         thresholds = Thresholds.from_json(text, f"--thresholds {thresholds_file}")
 
+    from analysis.memory_job import is_memory_run
+
+    if is_memory_run(path):
+        return analyze_memory_path(path, master, remote)
     # Every input is checked before Spark starts (seconds): a bad path fails at once.
     inputs = inputs_for(path, echo)
     echo(
@@ -128,3 +132,19 @@ def analyze_path(
     analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
     echo(f"  -> {write_index(run_dir, analysed)}")
     return 1 if any(s["instrument_failures"] for s in summaries) else 0
+
+
+def analyze_memory_path(path: Path, master: str, remote: str | None = None) -> int:
+    """A memory run (`evbench memory`): its series through Spark, then its report."""
+    from analysis.memory_job import analyze_memory
+    from analysis.report import write_memory_report
+    from analysis.spark import session
+
+    echo(f"analysing memory run {path} with Spark ({remote or master})")
+    spark = session(master, remote=remote)
+    try:
+        rows, series = analyze_memory(spark, path)
+    finally:
+        spark.stop()
+    echo(f"  -> {write_memory_report(path, rows, series)}")
+    return 0

@@ -67,6 +67,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="malloc_trim(0) in the consumer once drained: what stays is held, not cached",
     )
+    memory.add_argument("--no-analyze", action="store_true", help="skip the analysis and report")
     memory.add_argument("--run-id", default=None)
     memory.add_argument("--runs-dir", type=Path, default=None)
     memory.set_defaults(main=main)
@@ -94,5 +95,10 @@ def main(args: argparse.Namespace) -> int:
         malloc_arena_max=args.malloc_arena_max,
         trim_after_drain=args.trim_after_drain,
     )
-    echo(f"-> {run_memory(options, echo)}")
-    return 0
+    root = run_memory(options, echo)
+    echo(f"-> {root}")
+    if args.no_analyze:
+        return 0
+    from evbench.commands.analyze import analyze_memory_path
+
+    return analyze_memory_path(root, "local[*]")

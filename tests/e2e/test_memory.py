@@ -10,10 +10,12 @@ import pytest
 
 from evbench.shared.parquet import read_parts
 from evbench.shared.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS
+from tests.browser import console_errors, drawn, render
 
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.browser
 def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
     done = subprocess.run(
         [
@@ -41,3 +43,11 @@ def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
     assert all(r["lag"] == 0 for r in lag)  # drained and committed
     assert "GROUP" in done.stderr and "LOG-END-OFFSET" in done.stderr  # the describe table
     assert "back to idle" in done.stderr  # the peak table
+    # analysed like every run: the series through Spark, then the report
+    summary = json.loads((tmp_path / "m-memory" / "memory-summary.json").read_text())
+    (row,) = summary["scenarios"]
+    assert row["figures"]["peak_bytes"] >= figures["peak_bytes"] * 0.9
+    dom, console = render(tmp_path / "m-memory" / "report.html", tmp_path)
+    assert console_errors(console) == []
+    assert drawn(dom, "memory-over-time")
+    assert "LOG-END-OFFSET" in dom and "back to idle" in dom

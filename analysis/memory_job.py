@@ -1,0 +1,76 @@
+"""A memory run (`evbench memory`) through Spark like every other run: every scenario's samples
+read together, reduced to per-second series (the largest sample of each second), the figures
+recomputed from them, and one report for the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analysis.load import load_records
+from analysis.memory import memory_figures
+from evbench.shared.records import MEMORY_SAMPLE_FIELDS
+
+NS_PER_S = 1_000_000_000
+SERIES_COLUMNS = (
+    "rss_bytes",
+    "uss_bytes",
+    "hwm_bytes",
+    "consumed",
+    "py_traced_bytes",
+    "fetchq_bytes",
+)
+
+
+def is_memory_run(path: Path) -> bool:
+    return (path / "memory.json").is_file()
+
+
+def per_second(samples: DataFrame) -> DataFrame:
+    """(scenario, second since the scenario's first sample, the second's largest values)."""
+    first = samples.groupBy("scenario").agg(F.min("t_ns").alias("first_ns"))
+    return (
+        samples.join(F.broadcast(first), "scenario")
+        .withColumn("second", F.floor((F.col("t_ns") - F.col("first_ns")) / F.lit(NS_PER_S)))
+        .groupBy("scenario", "second")
+        .agg(*(F.max(c).alias(c) for c in SERIES_COLUMNS))
+        .orderBy("scenario", "second")
+    )
+
+
+def analyze_memory(spark: SparkSession, root: Path) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Each scenario's row (scenario.json with figures from the series) and its series."""
+    scenarios = json.loads((root / "memory.json").read_text())["scenarios"]
+    names = [f"{s['consumer']}-p{s['partitions']}" for s in scenarios]
+    frames = [
+        load_records(spark, root / name / "samples" / "memory", MEMORY_SAMPLE_FIELDS)
+        .where(F.col("process") == "consumer")
+        .withColumn("scenario", F.lit(name))
+        for name in names
+    ]
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    series: dict[str, list[dict]] = {name: [] for name in names}
+    for row in per_second(union).collect():
+        series[row["scenario"]].append(row.asDict())
+    rows = []
+    for name, scenario in zip(names, scenarios, strict=True):
+        points = series[name]
+        hwm = max((p["hwm_bytes"] or 0 for p in points), default=None)
+        figures = (
+            memory_figures(
+                [(p["second"], p["rss_bytes"]) for p in points],
+                scenario["first_message_s"],
+                scenario["drained_s"],
+                hwm,
+            )
+            if points
+            else None
+        )
+        rows.append({**scenario, "scenario": name, "figures": figures and figures.__dict__})
+    (root / "memory-summary.json").write_text(json.dumps({"scenarios": rows}, indent=2) + "\n")
+    return rows, series
