@@ -152,6 +152,7 @@ def _scenario(options: MemoryOptions, spec: ConsumerSpec, partitions: int, out: 
         result = _consume(options, spec, partitions, bootstrap, topic, group, produced, out, echo)
         result["fill_s"] = round(fill_s, 3)
         result["lag"] = _lag(bootstrap, group, topic, partitions, out)
+        result["never_consumed"] = never_consumed(result["per_partition"], result["lag"])
     finally:
         broker.stop()
     for line in describe_lines(
@@ -233,7 +234,7 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     first_s = done.get("first_message_s", latest.progress.get("first_message_s"))
     figures = memory_figures(series, first_s, drained_s, hwm) if series else None
     prediction = predicted(spec.client, dict(spec.settings), partitions, options.event_bytes)
-    per_partition = done.get("per_partition", {})
+    per_partition = done.get("per_partition")
     return {
         "consumer": spec.name,
         "client": spec.client,
@@ -246,7 +247,9 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
         "exit": "died during the run" if died else f"exit {code}",
         "exit_code": code,
         "errors": done.get("errors", []),
-        "never_consumed": [p for p in range(partitions) if str(p) not in per_partition],
+        "per_partition": per_partition,
+        # A consumer that died says nothing at the end: what its log said last, instead.
+        "log_tail": child.tail(10) if died or code != 0 else None,
         "trimmed": latest.trimmed,
         "figures": asdict(figures) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
@@ -254,6 +257,14 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
         "memory_limit_bytes": options.memory_limit_bytes,
         "malloc_arena_max": options.malloc_arena_max,
     }
+
+
+def never_consumed(per_partition: dict[str, int] | None, lag: list[dict]) -> list[int]:
+    """Partitions the consumer never read from: by its own count when it finished, else (it
+    died or was killed) those with nothing committed. Pure."""
+    if per_partition is not None:
+        return [r["partition"] for r in lag if not per_partition.get(str(r["partition"]))]
+    return [r["partition"] for r in lag if r["committed"] is None]
 
 
 def _read(child: Child, latest: _Latest) -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from analysis.memory import peak_table
-from evbench.memory import LOW_MEMORY, consumer_specs, status_fields
+from evbench.memory import LOW_MEMORY, consumer_specs, never_consumed, status_fields
 
 
 def test_consumers_by_name_with_settings_for_all():
@@ -85,3 +85,22 @@ def test_the_peak_table_reads_like_seed_000():
         "-",
         "-",
     ]
+
+
+LAG = [
+    {"partition": 0, "committed": 500, "end": 500, "lag": 0},
+    {"partition": 1, "committed": None, "end": 480, "lag": 480},
+    {"partition": 2, "committed": 3, "end": 470, "lag": 467},
+]
+
+
+@pytest.mark.parametrize(
+    ("per_partition", "never"),
+    [
+        ({"0": 500, "2": 3}, [1]),  # it finished: its own counts
+        ({"0": 500, "1": 0, "2": 3}, [1]),
+        (None, [1]),  # it died: nothing committed for partition 1
+    ],
+)
+def test_partitions_never_consumed(per_partition, never):
+    assert never_consumed(per_partition, LAG) == never
