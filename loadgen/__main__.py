@@ -100,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         pace = resolve_pace(settings.pace)
         warmup = parse_warmup(knobs.warmup) if knobs.warmup else None
-        steps = plan_steps(pace.steps, knobs.step_gap_s, warmup)
+        steps = plan_steps(
+            pace.steps, knobs.step_gap_s, warmup, settings.first_step, settings.first_seq
+        )
         run_tag = settings.run_tag or secrets.token_hex(3)
         longest_id = len(f"{run_tag}-{settings.workers}-{sum(s.events for s in steps)}")
         payloads = PayloadBuilder(knobs.payload_bytes, longest_id)

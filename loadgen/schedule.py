@@ -45,17 +45,23 @@ class Slot:
 
 
 def plan_steps(
-    steps: Sequence[Step], gap_s: float, warmup: Step | None = None
+    steps: Sequence[Step],
+    gap_s: float,
+    warmup: Step | None = None,
+    first_step: int = 1,
+    first_seq: int = 0,
 ) -> tuple[PlannedStep, ...]:
+    """Steps numbered from `first_step` (0 for the warm-up) and slots from `first_seq`: a
+    capacity search runs each probe as a sender of its own, numbered after the last."""
     if gap_s < 0:
         raise ValueError(f"step gap must not be negative, got {gap_s}")
     gap_ns = int(gap_s * NS_PER_S)
     numbered = ([(0, warmup, True)] if warmup else []) + [
-        (i, step, False) for i, step in enumerate(steps, start=1)
+        (i, step, False) for i, step in enumerate(steps, start=first_step)
     ]
     planned: list[PlannedStep] = []
     offset_ns = 0
-    seq = 0
+    seq = first_seq
     for number, step, is_warmup in numbered:
         planned.append(
             PlannedStep(number, step.rate_per_s, step.duration_s, is_warmup, offset_ns, seq)

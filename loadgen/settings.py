@@ -49,6 +49,8 @@ class SenderSettings:
     workers: int = 1
     clock_url: str | None = None  # the receiver's /clock: offsets measured before and after
     latency_histograms: bool = False  # per-second latency counts in the progress lines
+    first_step: int = 1  # a search's probes continue the step and slot numbers of the last
+    first_seq: int = 0
 
     def argv(self) -> list[str]:
         """The flags that make `python -m loadgen` parse back exactly these settings."""
@@ -235,6 +237,16 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             "and after the last, measure this host's clock offset to it, so that the analysis "
             "can correct end-to-end latency across hosts (default: not measured)",
         ),
+    ),
+    (
+        "first_step",
+        "--first-step",
+        dict(type=at_least_one, help="number the pace's steps from this (default %(default)s)"),
+    ),
+    (
+        "first_seq",
+        "--first-seq",
+        dict(type=non_negative, help="number the slots from this (default %(default)s)"),
     ),
     (
         "latency_histograms",

@@ -61,3 +61,10 @@ def test_bad_worker_and_gap():
         list(schedule(planned, worker=2, workers=2))
     with pytest.raises(ValueError, match="negative"):
         plan_steps([Step(1, 1)], gap_s=-1)
+
+
+def test_a_probe_continues_the_step_and_slot_numbers_of_the_last():
+    (only,) = plan_steps([Step(100, 2)], 0.5, first_step=4, first_seq=1200)
+    assert (only.number, only.first_seq, only.start_offset_ns) == (4, 1200, 0)
+    slots = list(schedule([only]))
+    assert (slots[0].seq, slots[-1].seq, {s.step for s in slots}) == (1200, 1399, {4})

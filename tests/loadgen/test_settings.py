@@ -49,6 +49,8 @@ def _sender_parser() -> argparse.ArgumentParser:
             workers=3,
             clock_url="http://10.0.0.2:8080/clock",
             latency_histograms=True,
+            first_step=4,
+            first_seq=12_000,
         ),
     ],
     ids=["defaults", "every field set"],
