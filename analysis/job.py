@@ -448,6 +448,7 @@ def _summary(
         "max_sustainable_rate_per_s": sustainable,
         "thresholds": opts.thresholds.as_dict(),
         "clock": _clock_summary(*clocks, opts.clock_correction, totals),
+        **({"search": run["search"]} if run.get("search") else {}),
     }
 
 

@@ -14,6 +14,7 @@ from evbench.commands import (
     paces,
     receive,
     run,
+    search,
     send,
     serve_records,
 )
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         collect,
         serve_records,
         memory,
+        search,
     ):
         command.add(commands)
     return parser

@@ -340,8 +340,13 @@ def _drive(
     if receiver.alive():
         # A sender that died says nothing of what it had acked: wait until quiet.
         expected = outcome.sender.get("ok", 0) if summary else sys.maxsize
-        parts.grace = _wait_for_stragglers(
-            parts.client, base_url, expected, opts, lambda: interrupts.count
+        parts.grace = wait_for_stragglers(
+            parts.client,
+            base_url,
+            expected,
+            opts.grace_s,
+            opts.grace_cap_s,
+            lambda: interrupts.count,
         )
         if not summary:
             parts.grace["expected"] = None  # unknown: the sender died before saying
@@ -496,23 +501,24 @@ def _follow_sender(
             return doc, None
 
 
-def _wait_for_stragglers(
+def wait_for_stragglers(
     client: httpx.Client,
     base_url: str,
     expected: int,
-    opts: RunOptions,
-    interrupts: Callable[[], int],
+    grace_s: float,
+    cap_s: float,
+    interrupts: Callable[[], int] = lambda: 0,
 ) -> dict:
+    """Wait until the receiver holds `expected` deliveries, or nothing new came for `grace_s`,
+    or `cap_s` passed; returns how it ended."""
     started = last_change = time.monotonic()
     stats = _receiver_stats(client, base_url) or {"received": 0}
     last = stats["received"]
     while True:
         now = time.monotonic()
         # After a Ctrl-C the user wants out: a short grace; after a second one, none.
-        grace_s = opts.grace_s if not interrupts() else min(opts.grace_s, 1.0)
-        reason = grace_verdict(
-            last, expected, now - last_change, now - started, grace_s, opts.grace_cap_s
-        )
+        grace_now_s = grace_s if not interrupts() else min(grace_s, 1.0)
+        reason = grace_verdict(last, expected, now - last_change, now - started, grace_now_s, cap_s)
         if interrupts() >= 2:
             reason = reason or "interrupted twice"
         if reason:

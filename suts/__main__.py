@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     dispatcher.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE")
     dispatcher.add_argument("--max-pending", type=int, default=lab.max_pending)
     dispatcher.add_argument("--commit-interval", type=float, default=lab.commit_interval_s)
+    capacity = part("capacity", "a system of known capacity: bounded queue, paced forwarding")
+    capacity.add_argument("--subscriber", required=True)
+    capacity.add_argument("--rate", type=float, required=True, help="events/s forwarded at most")
+    capacity.add_argument("--queue-limit", type=int, default=1000, help="queued events before 503")
     return parser
 
 
@@ -106,6 +110,12 @@ def component_from(args: argparse.Namespace) -> Component:
             args.retries,
             args.backoff_ms,
             args.timeout,
+        )
+    if args.component == "capacity":
+        from suts.capacity import CapacityHop
+
+        return CapacityHop(
+            args.subscriber, args.rate, args.queue_limit, args.concurrency, args.timeout
         )
     if args.component == "kafka-ingress":
         from suts.kafka_ingress import KafkaIngress

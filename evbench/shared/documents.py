@@ -109,6 +109,8 @@ class RunDoc(TypedDict):
     command: NotRequired[list[str]]
     started_ns: NotRequired[int]
     ended_ns: NotRequired[int]
+    # `evbench search`: its plan, every probe with its verdict, and the result
+    search: NotRequired[dict[str, Any]]
     # `evbench import-knative`
     imported_from: NotRequired[str]
     notes: NotRequired[str]
@@ -216,6 +218,7 @@ class SummaryDoc(TypedDict):
     max_sustainable_rate_per_s: int | None
     thresholds: dict[str, Any]
     clock: NotRequired[ClockSummaryDoc]  # absent in summaries written before clock offsets
+    search: NotRequired[dict[str, Any]]  # `evbench search`: run.json's search, as found
 
 
 # progress lines (JSON, one per line on stdout) ---------------------------------------------
