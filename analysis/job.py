@@ -424,6 +424,10 @@ def _summary(
     # An instrument failure names no breaking point and no sustainable rate: what it broke
     # would be charged to the system under test.
     point, sustainable = (None, None) if failures else breaking_point(verdicts)
+    if not failures and (found := (run.get("search") or {}).get("result")):
+        # A search's probes are not a staircase (it bisects and confirms): its own bracket,
+        # judged probe by probe as it went, is the answer, not a reading of the steps in order.
+        point, sustainable = found["lowest_break_per_s"], found["max_sustainable_per_s"]
     return {
         "run_id": run["run_id"],
         "sut": run["sut"],

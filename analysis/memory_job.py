@@ -30,11 +30,12 @@ def is_memory_run(path: Path) -> bool:
 
 
 def per_second(samples: DataFrame) -> DataFrame:
-    """(scenario, second since the scenario's first sample, the second's largest values)."""
-    first = samples.groupBy("scenario").agg(F.min("t_ns").alias("first_ns"))
+    """(scenario, whole seconds since its consumer started (`started_ns`), each second's
+    largest values)."""
     return (
-        samples.join(F.broadcast(first), "scenario")
-        .withColumn("second", F.floor((F.col("t_ns") - F.col("first_ns")) / F.lit(NS_PER_S)))
+        samples.withColumn(
+            "second", F.floor((F.col("t_ns") - F.col("started_ns")) / F.lit(NS_PER_S))
+        )
         .groupBy("scenario", "second")
         .agg(*(F.max(c).alias(c) for c in SERIES_COLUMNS))
         .orderBy("scenario", "second")
@@ -49,7 +50,8 @@ def analyze_memory(spark: SparkSession, root: Path) -> tuple[list[dict], dict[st
         load_records(spark, root / name / "samples" / "memory", MEMORY_SAMPLE_FIELDS)
         .where(F.col("process") == "consumer")
         .withColumn("scenario", F.lit(name))
-        for name in names
+        .withColumn("started_ns", F.lit(scenario["consumer_started_ns"]).cast("long"))
+        for name, scenario in zip(names, scenarios, strict=True)
     ]
     union = frames[0]
     for frame in frames[1:]:

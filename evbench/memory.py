@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -62,8 +61,10 @@ class ConsumerSpec:
 
 
 def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec]:
-    """`confluent,confluent-lowmem,...` with every `--consumer KEY=VALUE` applied to each (a
-    later value wins). Raises ValueError naming an unknown consumer or a bad setting."""
+    """`confluent,confluent-lowmem,...` with every `--consumer KEY=VALUE` applied to the
+    clients it belongs to: librdkafka's dotted names (`fetch.max.bytes`) to confluent, the
+    Python clients' identifiers (`fetch_max_bytes`) to aiokafka and kafka-python; a later value
+    wins. Raises ValueError naming an unknown consumer or a bad setting."""
     overrides = []
     for item in extra:
         key, sep, value = item.partition("=")
@@ -75,7 +76,8 @@ def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec
         if name not in CONSUMERS:
             raise ValueError(f"unknown consumer '{name}': use {', '.join(CONSUMERS)}")
         client, settings = CONSUMERS[name]
-        merged = dict(settings) | dict(overrides)
+        mine = [(k, v) for k, v in overrides if ("." in k) == (client == "confluent")]
+        merged = dict(settings) | dict(mine)
         specs.append(ConsumerSpec(name, client, tuple(merged.items())))
     if not specs:
         raise ValueError("no consumer named")
@@ -198,6 +200,9 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     env = {**os.environ}
     if options.malloc_arena_max:
         env["MALLOC_ARENA_MAX"] = str(options.malloc_arena_max)
+    # Every time of the scenario counts from here, on the wall clock (the consumer's own
+    # first-message stamp, the samples, the series in the analysis).
+    started_ns = time.time_ns()
     child = Child(spec.name, argv, out / "logs" / "consumer.log", env=env)
     latest = _Latest()
     reader = threading.Thread(target=_read, args=(child, latest), daemon=True)
@@ -208,10 +213,10 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     hwm = None
     while time.monotonic() - started < options.consume_s and child.alive():
         time.sleep(1.0)
-        now_s = time.monotonic() - started
         sample = _sample(child.pid, latest.progress)
         if sample is None:
             break
+        now_s = (sample.t_ns - started_ns) / 1e9
         writer.append(sample)
         series.append((now_s, sample.rss_bytes))
         hwm = sample.hwm_bytes
@@ -226,12 +231,11 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
             )
     writer.flush()
     died = not child.alive()
-    if not died:
-        child.signal(signal.SIGTERM)
-    code = child.wait(30)
+    code = child.stop(30)  # SIGTERM (it reports and commits), SIGKILL if it will not go
     reader.join(5)
     done = latest.done or {}
-    first_s = done.get("first_message_s", latest.progress.get("first_message_s"))
+    first_ns = done.get("first_message_ns") or latest.progress.get("first_message_ns")
+    first_s = None if first_ns is None else (first_ns - started_ns) / 1e9
     figures = memory_figures(series, first_s, drained_s, hwm) if series else None
     prediction = predicted(spec.client, dict(spec.settings), partitions, options.event_bytes)
     per_partition = done.get("per_partition")
@@ -242,6 +246,7 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
         "partitions": partitions,
         "produced": produced,
         "consumed": done.get("consumed", latest.progress.get("consumed")),
+        "consumer_started_ns": started_ns,
         "first_message_s": first_s,
         "drained_s": drained_s,
         "exit": "died during the run" if died else f"exit {code}",

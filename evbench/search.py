@@ -37,6 +37,7 @@ from evbench.searchplan import (
     SearchPlan,
     next_step,
 )
+from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
 from evbench.shared.parquet import part_files
 from loadgen.pace import parse_pace
@@ -96,6 +97,7 @@ def search(
     probed: list[_Probed] = []
     sut: Sut | None = None
     result: Result | None = None
+    status = "failed"
     try:
         sut, target = _start_sut(opts, sut_dir, run_id, base_url, sampler, make)
         while isinstance(decision := next_step(opts.plan, _outcomes(probed)), Probe):
@@ -109,14 +111,17 @@ def search(
             )
             _record(opts, sut_dir, run_id, probed, sut, env, started_ns, "running")
         result = decision
+        status = "completed"
         echo(_result_line(result))
+    except KeyboardInterrupt:
+        status = "interrupted"
+        echo("interrupted: the probes so far are kept")
     finally:
         if sut is not None:
             sut.stop()
         receiver.stop()
         sampler.stop()
         client.close()
-        status = "completed" if result is not None else "interrupted"
         if probed:
             _record(opts, sut_dir, run_id, probed, sut, env, started_ns, status, result)
     return sut_dir, result
@@ -161,11 +166,16 @@ def _probe(opts, sut_dir, probe, target, base_url, tag, probed, client, echo) ->
         clock_url=f"{base_url}/clock",
     )
     sender = settings.start(sut_dir.logs / f"sender-{step}.log", f"sender-{step}")
-    done = sender.wait_for("done", probe.hold_s + opts.send.drain_timeout_s + 120)
-    sender.wait(30)
+    try:
+        done = sender.wait_for("done", probe.hold_s + opts.send.drain_timeout_s + 120)
+    finally:
+        sender.stop(30)  # done, or stopped by its pid whatever went wrong (Ctrl-C included)
     expected = sum(p.sender.get("ok", 0) for p in probed) + done["ok"]
     wait_for_stragglers(client, base_url, expected, opts.grace_s, opts.grace_cap_s)
+    _wait_until_written(client, base_url)
     new_parts = sorted(set(part_files(sut_dir.sent)) - before)
+    if not new_parts:
+        raise EvbenchError(f"probe {step} left no sent records (see {sender.log_path})")
     records = _records(new_parts, sut_dir.received)
     baseline = next((p.figures["e2e_p99_ms"] for p in probed), None)
     figures = probe_figures(records, step, probe.rate_per_s, probe.hold_s, baseline)
@@ -179,6 +189,18 @@ def _probe(opts, sut_dir, probe, target, base_url, tag, probed, client, echo) ->
         probe, step, first_seq, done["start_ns"], verdict.verdict, verdict.reasons,
         asdict(figures), done,
     )  # fmt: skip
+
+
+def _wait_until_written(client: httpx.Client, base_url: str, timeout_s: float = 10.0) -> None:
+    """The receiver counts a delivery when it arrives and writes it on its next flush: the
+    probe is judged from the files, so wait until they hold everything counted."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stats = client.get(f"{base_url}/stats").json()
+        if stats["rows_written"] + stats.get("quarantined", 0) >= stats["received"]:
+            return
+        time.sleep(0.1)
+    raise EvbenchError(f"the receiver did not write its records within {timeout_s:g} s")
 
 
 def _records(sent_parts: list[Path], received_dir: Path) -> ProbeRecords:

@@ -43,7 +43,9 @@ def add(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a client setting for every consumer (repeatable), e.g. fetch.queue.backoff.ms=50",
+        help="a client setting (repeatable): librdkafka's dotted names go to confluent, e.g. "
+        "fetch.queue.backoff.ms=50; the Python clients' names to aiokafka and kafka-python, "
+        "e.g. max_partition_fetch_bytes=65536",
     )
     fill = memory.add_mutually_exclusive_group()
     fill.add_argument("--fill", type=positive_seconds, default=120.0, metavar="S")

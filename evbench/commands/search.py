@@ -66,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.sut or len(args.sut) != 1:
         raise EvbenchError("search one system at a time: --sut NAME")
+    if args.warmup:
+        raise EvbenchError("--warmup does not apply to a search: its first probes warm the system")
     try:
         plan = SearchPlan(
             args.from_per_s,

@@ -2,7 +2,8 @@
 so that its memory is its own, reporting on stdout as JSON lines:
 
     ready      the consumer exists (its settings, its pid)
-    progress   every --report-interval: consumed so far, when the first message came, the Python
+    progress   every --report-interval: consumed so far, when the first message came (wall
+               clock ns), the Python
                heap (with --tracemalloc) and librdkafka's fetch queue (confluent)
     trimmed    after --expect messages, malloc_trim(0) ran (with --trim-after-drain)
     done       at SIGTERM/SIGINT: consumed per partition, errors
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     _emit({"event": "ready", "pid": os.getpid(), "client": args.client, "settings": settings})
     consumed, per_partition, errors = 0, {}, []
-    first_s = None
+    first_ns = None  # wall clock: the parent's samples use it too
     trimmed = False
     next_report = started
     while not stop:
@@ -77,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             consumed += 1
             per_partition[partition] = per_partition.get(partition, 0) + 1
-            if first_s is None:
-                first_s = time.monotonic() - started
+            if first_ns is None:
+                first_ns = time.time_ns()
         if args.trim_after_drain and not trimmed and args.expect and consumed >= args.expect:
             trimmed = True
             _emit({"event": "trimmed", "released": _malloc_trim(), "consumed": consumed})
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                     "event": "progress",
                     "t_s": round(time.monotonic() - started, 3),
                     "consumed": consumed,
-                    "first_message_s": first_s,
+                    "first_message_ns": first_ns,
                     **_python_heap(args.tracemalloc),
                     **client.queue(),
                 }
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             "event": "done",
             "stop": stop[0],
             "consumed": consumed,
-            "first_message_s": first_s,
+            "first_message_ns": first_ns,
             "per_partition": {str(p): n for p, n in sorted(per_partition.items())},
             "errors": errors,
         }

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.browser
+@pytest.mark.spark  # the run ends by analysing
 def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
     done = subprocess.run(
         [

@@ -6,14 +6,18 @@ from analysis.memory import peak_table
 from evbench.memory import LOW_MEMORY, consumer_specs, never_consumed, status_fields
 
 
-def test_consumers_by_name_with_settings_for_all():
-    specs = consumer_specs("confluent,confluent-lowmem,aiokafka", ("fetch.queue.backoff.ms=50",))
+def test_consumers_by_name_with_settings_for_the_clients_they_belong_to():
+    specs = consumer_specs(
+        "confluent,confluent-lowmem,aiokafka",
+        ("fetch.queue.backoff.ms=50", "max_partition_fetch_bytes=65536"),
+    )
     assert [(s.name, s.client) for s in specs] == [
         ("confluent", "confluent"),
         ("confluent-lowmem", "confluent"),
         ("aiokafka", "aiokafka"),
     ]
     assert dict(specs[1].settings) == {**dict(LOW_MEMORY), "fetch.queue.backoff.ms": "50"}
+    assert dict(specs[2].settings) == {"max_partition_fetch_bytes": "65536"}  # aiokafka's own
     # a user's value wins over the named set's
     (lowmem,) = consumer_specs("confluent-lowmem", ("queued.min.messages=1000",))
     assert dict(lowmem.settings)["queued.min.messages"] == "1000"
