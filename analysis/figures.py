@@ -352,3 +352,47 @@ def memory_over_time(
     figure.update_yaxes(title_text="MiB")
     figure.update_layout(title=title, legend={"orientation": "h"})
     return figure
+
+
+SEARCH_COLOURS = {"holds": "#2ca02c", "breaks": "#d62728", "sender-limited": "#7f7f7f"}
+
+
+def search_probes(probes: list[dict], title: str) -> go.Figure:
+    """A capacity search: each probe's rate over the probes (confirmations as squares), and
+    rate against end-to-end P99 (the latency knee), coloured by verdict."""
+    figure = make_subplots(
+        rows=1, cols=2, subplot_titles=("probes in order", "rate vs end-to-end P99")
+    )
+    for verdict, colour in SEARCH_COLOURS.items():
+        mine = [p for p in probes if p["verdict"] == verdict]
+        if not mine:
+            continue
+        common = {"mode": "markers", "name": verdict, "legendgroup": verdict}
+        symbols = ["square" if p["confirm"] else "circle" for p in mine]
+        figure.add_trace(
+            go.Scatter(
+                x=[p["step"] for p in mine],
+                y=[p["rate_per_s"] for p in mine],
+                marker={"color": colour, "symbol": symbols, "size": 10},
+                **common,
+            ),
+            row=1,
+            col=1,
+        )
+        figure.add_trace(
+            go.Scatter(
+                x=[p["rate_per_s"] for p in mine],
+                y=[p["e2e_p99_ms"] for p in mine],
+                marker={"color": colour, "symbol": symbols, "size": 10},
+                showlegend=False,
+                **common,
+            ),
+            row=1,
+            col=2,
+        )
+    figure.update_xaxes(title_text="probe", row=1, col=1)
+    figure.update_yaxes(title_text="rate (events/s)", row=1, col=1)
+    figure.update_xaxes(title_text="rate (events/s)", row=1, col=2)
+    figure.update_yaxes(title_text="e2e P99 (ms)", type="log", row=1, col=2)
+    figure.update_layout(title=title, legend={"orientation": "h"})
+    return figure

@@ -25,6 +25,7 @@ from analysis.figures import (
     latency_points,
     memory_over_time,
     resource_samples,
+    search_probes,
     sender_health,
     six_series,
 )
@@ -234,6 +235,18 @@ def clock_note(summary: dict) -> str:
     return f"<p class='note clock'>Clocks: {html.escape(text)}</p>"
 
 
+def _search_html(summary: dict) -> str:
+    """A capacity search's probes and result; nothing for other runs."""
+    search = summary.get("search")
+    if not search or not search.get("probes"):
+        return ""
+    result = search.get("result") or {}
+    text = result.get("why") or "the search did not finish"
+    return f"<h2>Capacity search</h2><p>{html.escape(text)}</p>" + _figure_html(
+        search_probes(search["probes"], "Probes"), "search-probes"
+    )
+
+
 def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
     layout = SutDir(sut_dir)
     analysis_dir = layout.analysis
@@ -263,6 +276,7 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
         + _steps_table(summary["steps"])
         + _figure_html(latency_points(points, "Latency of every event"), "latency-points")
         + _figure_html(sender_health(summary["steps"], "Sender health"), "sender-health")
+        + _search_html(summary)
         + _resources_html(sut_dir)
         + "<h2>Thresholds</h2><pre>"
         + html.escape(json.dumps(summary["thresholds"], indent=2))
@@ -338,6 +352,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[dict]:
                     "p9999_is_max": e2e["p9999_is_max"],
                     "send_failures": summary["counts"]["send_failures"],
                     "lost": summary["counts"]["lost"],
+                    "searched": "search" in summary,
                     "report": SutDir(path.parent.parent).report_html,
                 }
             )
@@ -364,6 +379,8 @@ def _comparison_cell(row: dict) -> str:
     if row.get("instrument_failures"):
         return "instrument failed"  # no figure of that run speaks for the system
     verdict = f"breaks at {point}/s" if point else "held"
+    if row.get("searched"):
+        verdict = f"searched: {verdict}"  # a bracket found by probing, not a staircase's step
     tail = "max" if row["p9999_is_max"] else "p99.99"
     return (
         f"{verdict}, max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s, "

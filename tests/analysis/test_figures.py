@@ -12,6 +12,7 @@ from analysis.figures import (
     latency_points,
     memory_over_time,
     resource_samples,
+    search_probes,
     sender_health,
     six_series,
     step_spans,
@@ -226,3 +227,21 @@ def test_memory_over_time_draws_rss_uss_and_the_phases_of_each_scenario():
     assert traces["confluent-p1: drained"] == ([2], [40], "markers")
     assert traces["aiokafka-p1 RSS"] == ([0], [30], "lines")
     assert "aiokafka-p1 USS" not in traces  # nothing measured, nothing drawn
+
+
+def test_search_probes_draw_each_probe_by_verdict_and_the_latency_knee():
+    probes = [
+        {"step": 1, "rate_per_s": 100, "confirm": False, "verdict": "holds", "e2e_p99_ms": 2.0},
+        {"step": 2, "rate_per_s": 200, "confirm": False, "verdict": "breaks", "e2e_p99_ms": 90.0},
+        {"step": 3, "rate_per_s": 150, "confirm": False, "verdict": "holds", "e2e_p99_ms": 3.0},
+        {"step": 4, "rate_per_s": 150, "confirm": True, "verdict": "holds", "e2e_p99_ms": 3.5},
+    ]
+    figure = search_probes(probes, "probes")
+    by_name = {}
+    for trace in figure.data:
+        by_name.setdefault(trace.name, []).append((list(trace.x), list(trace.y)))
+    assert by_name["holds"] == [([1, 3, 4], [100, 150, 150]), ([100, 150, 150], [2.0, 3.0, 3.5])]
+    assert by_name["breaks"] == [([2], [200]), ([200], [90.0])]
+    assert "sender-limited" not in by_name  # no such probe, no trace
+    holds = next(t for t in figure.data if t.name == "holds")
+    assert list(holds.marker.symbol) == ["circle", "circle", "square"]  # the confirmation
