@@ -21,10 +21,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import httpx
 import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from analysis.memory import describe_lines, memory_figures, peak_table
+from evbench.instruments import start_receiver
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import safe_component
 from evbench.shared.parquet import PartWriter
@@ -45,6 +47,7 @@ LOW_MEMORY = (
     ("fetch.max.bytes", "3000000"),
 )
 CONSUMERS = {
+    "source": ("source", ()),  # the lab's source adapter (librdkafka), delivering to a receiver
     "confluent": ("confluent", ()),
     "confluent-lowmem": ("confluent", LOW_MEMORY),
     "aiokafka": ("aiokafka", ()),
@@ -187,40 +190,109 @@ def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, floa
     return sent, time.monotonic() - started
 
 
+class _ClientConsumer:
+    """A Python client (`python -m suts.consumers`): it reports its own progress on stdout."""
+
+    def __init__(self, options, spec, bootstrap, topic, group, produced, out, env) -> None:
+        argv = [
+            sys.executable, "-m", "suts.consumers", spec.client,
+            "--bootstrap", bootstrap, "--topic", topic, "--group", group,
+            "--expect", str(produced),
+            *(arg for key, value in spec.settings for arg in ("--setting", f"{key}={value}")),
+            *(["--tracemalloc"] if options.tracemalloc else []),
+            *(["--trim-after-drain"] if options.trim_after_drain else []),
+            *(["--memory-limit", str(limit)] if (limit := options.memory_limit_bytes) else []),
+        ]  # fmt: skip
+        self.child = Child(spec.name, argv, out / "logs" / "consumer.log", env=env)
+        self.latest = _Latest()
+        self.reader = threading.Thread(target=_read, args=(self.child, self.latest), daemon=True)
+        self.reader.start()
+
+    def progress(self) -> dict:
+        return self.latest.progress
+
+    def finish(self) -> tuple[int, dict]:
+        code = self.child.stop(30)  # SIGTERM (it reports and commits), SIGKILL if it hangs
+        self.reader.join(5)
+        done = self.latest.done or {}
+        return code, {"trimmed": self.latest.trimmed, **done}
+
+
+class _LabSource:
+    """The lab's source adapter (`python -m suts kafka-dispatcher --mode source`, as in the
+    source-kafka system) delivering to a receiver: its progress from its own counters and the
+    receiver's first delivery."""
+
+    def __init__(self, options, spec, bootstrap, topic, group, produced, out, env) -> None:
+        self.receiver, self.receiver_url = start_receiver(
+            out / "received", out / "logs" / "receiver.log"
+        )
+        consumer = (
+            f"bootstrap.servers={bootstrap}",
+            f"group.id={group}",
+            "auto.offset.reset=earliest",  # the backlog was written before it started
+            *(f"{k}={v}" for k, v in spec.settings),
+        )
+        argv = [
+            sys.executable, "-m", "suts", "kafka-dispatcher", "--host", "127.0.0.1",
+            "--port", "0", "--topic", topic, "--subscriber", f"{self.receiver_url}/",
+            "--mode", "source", *(arg for kv in consumer for arg in ("--consumer", kv)),
+        ]  # fmt: skip
+        self.child = Child(spec.name, argv, out / "logs" / "consumer.log", env=env)
+        try:
+            port = self.child.wait_for("listening", 30)["port"]
+        except BaseException:
+            self.child.stop()
+            self.receiver.stop()
+            raise
+        self.stats_url = f"http://127.0.0.1:{port}/stats"
+        self.http = httpx.Client(timeout=2.0)
+
+    def progress(self) -> dict:
+        try:
+            mine = self.http.get(self.stats_url).json()
+            received = self.http.get(f"{self.receiver_url}/stats").json()
+        except (httpx.HTTPError, ValueError):
+            return {}
+        handled = sum(mine.get(k, 0) for k in ("delivered", "delivery_failed", "filtered"))
+        return {"consumed": handled, "first_message_ns": received.get("first_received_ns")}
+
+    def finish(self) -> tuple[int, dict]:
+        last = self.progress()
+        code = self.child.stop(30)
+        self.http.close()
+        self.receiver.stop()
+        return code, {
+            "consumed": last.get("consumed"),
+            "first_message_ns": last.get("first_message_ns"),
+        }
+
+
 def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, echo) -> dict:
-    argv = [
-        sys.executable, "-m", "suts.consumers", spec.client,
-        "--bootstrap", bootstrap, "--topic", topic, "--group", group,
-        "--expect", str(produced),
-        *(arg for key, value in spec.settings for arg in ("--setting", f"{key}={value}")),
-        *(["--tracemalloc"] if options.tracemalloc else []),
-        *(["--trim-after-drain"] if options.trim_after_drain else []),
-        *(["--memory-limit", str(limit)] if (limit := options.memory_limit_bytes) else []),
-    ]  # fmt: skip
     env = {**os.environ}
     if options.malloc_arena_max:
         env["MALLOC_ARENA_MAX"] = str(options.malloc_arena_max)
     # Every time of the scenario counts from here, on the wall clock (the consumer's own
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
-    child = Child(spec.name, argv, out / "logs" / "consumer.log", env=env)
-    latest = _Latest()
-    reader = threading.Thread(target=_read, args=(child, latest), daemon=True)
-    reader.start()
+    kind = _LabSource if spec.client == "source" else _ClientConsumer
+    consumer = kind(options, spec, bootstrap, topic, group, produced, out, env)
+    child = consumer.child
     writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")
     started = time.monotonic()
     series, drained_s, last_report = [], None, started - _REPORT_EVERY_S
     hwm = None
     while time.monotonic() - started < options.consume_s and child.alive():
         time.sleep(1.0)
-        sample = _sample(child.pid, latest.progress)
+        progress = consumer.progress()
+        sample = _sample(child.pid, progress)
         if sample is None:
             break
         now_s = (sample.t_ns - started_ns) / 1e9
         writer.append(sample)
         series.append((now_s, sample.rss_bytes))
         hwm = sample.hwm_bytes
-        consumed = latest.progress.get("consumed", 0)
+        consumed = progress.get("consumed") or 0
         if drained_s is None and consumed >= produced:
             drained_s = now_s
         if now_s - last_report >= _REPORT_EVERY_S:
@@ -231,31 +303,29 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
             )
     writer.flush()
     died = not child.alive()
-    code = child.stop(30)  # SIGTERM (it reports and commits), SIGKILL if it will not go
-    reader.join(5)
-    done = latest.done or {}
-    first_ns = done.get("first_message_ns") or latest.progress.get("first_message_ns")
+    last_progress = consumer.progress() if not died else {}
+    code, done = consumer.finish()
+    first_ns = done.get("first_message_ns") or last_progress.get("first_message_ns")
     first_s = None if first_ns is None else (first_ns - started_ns) / 1e9
     figures = memory_figures(series, first_s, drained_s, hwm) if series else None
     prediction = predicted(spec.client, dict(spec.settings), partitions, options.event_bytes)
-    per_partition = done.get("per_partition")
     return {
         "consumer": spec.name,
         "client": spec.client,
         "settings": dict(spec.settings),
         "partitions": partitions,
         "produced": produced,
-        "consumed": done.get("consumed", latest.progress.get("consumed")),
+        "consumed": done.get("consumed", last_progress.get("consumed")),
         "consumer_started_ns": started_ns,
         "first_message_s": first_s,
         "drained_s": drained_s,
         "exit": "died during the run" if died else f"exit {code}",
         "exit_code": code,
         "errors": done.get("errors", []),
-        "per_partition": per_partition,
+        "per_partition": done.get("per_partition"),
         # A consumer that died says nothing at the end: what its log said last, instead.
         "log_tail": child.tail(10) if died or code != 0 else None,
-        "trimmed": latest.trimmed,
+        "trimmed": done.get("trimmed"),
         "figures": asdict(figures) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
         "predicted_formula": prediction.formula,
