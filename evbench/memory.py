@@ -48,12 +48,19 @@ LOW_MEMORY = (
 )
 CONSUMERS = {
     "source": ("source", ()),  # the lab's source adapter (librdkafka), delivering to a receiver
+    "dispatcher": ("dispatcher", ()),  # the lab's Kafka channel dispatcher, likewise
     "confluent": ("confluent", ()),
     "confluent-lowmem": ("confluent", LOW_MEMORY),
     "aiokafka": ("aiokafka", ()),
     "kafka-python": ("kafka-python", ()),
 }
 _REPORT_EVERY_S = 5.0
+_CE_HEADERS = [
+    ("ce_specversion", b"1.0"),
+    ("ce_type", b"dev.evbench.measure"),
+    ("ce_source", b"evbench/memory"),
+    ("content-type", b"application/octet-stream"),
+]
 
 
 @dataclass(frozen=True)
@@ -179,7 +186,14 @@ def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, floa
     sent = 0
     while sent < wanted and time.monotonic() < deadline:
         try:
-            producer.produce(topic, value=payload, key=str(sent).encode())
+            # Binary-mode CloudEvent headers, as the lab's Kafka ingress writes them: the
+            # channel dispatcher forwards them; the other consumers ignore them.
+            producer.produce(
+                topic,
+                value=payload,
+                key=str(sent).encode(),
+                headers=[*_CE_HEADERS, ("ce_id", f"memory-{sent}".encode())],
+            )
             sent += 1
         except BufferError:
             producer.poll(0.05)  # the producer's queue is full: let it drain
@@ -218,9 +232,10 @@ class _ClientConsumer:
         return code, {"trimmed": self.latest.trimmed, **done}
 
 
-class _LabSource:
-    """The lab's source adapter (`python -m suts kafka-dispatcher --mode source`, as in the
-    source-kafka system) delivering to a receiver: its progress from its own counters and the
+class _LabConsumer:
+    """The lab's consumer-group process (`python -m suts kafka-dispatcher`) delivering to a
+    receiver: as the source adapter of source-kafka (`--mode source`) or the channel dispatcher
+    of channel-kafka (`--mode channel`). Its progress comes from its own counters and the
     receiver's first delivery."""
 
     def __init__(self, options, spec, bootstrap, topic, group, produced, out, env) -> None:
@@ -236,7 +251,8 @@ class _LabSource:
         argv = [
             sys.executable, "-m", "suts", "kafka-dispatcher", "--host", "127.0.0.1",
             "--port", "0", "--topic", topic, "--subscriber", f"{self.receiver_url}/",
-            "--mode", "source", *(arg for kv in consumer for arg in ("--consumer", kv)),
+            "--mode", "source" if spec.client == "source" else "channel",
+            *(arg for kv in consumer for arg in ("--consumer", kv)),
         ]  # fmt: skip
         self.child = Child(spec.name, argv, out / "logs" / "consumer.log", env=env)
         try:
@@ -275,7 +291,7 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     # Every time of the scenario counts from here, on the wall clock (the consumer's own
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
-    kind = _LabSource if spec.client == "source" else _ClientConsumer
+    kind = _LabConsumer if spec.client in ("source", "dispatcher") else _ClientConsumer
     consumer = kind(options, spec, bootstrap, topic, group, produced, out, env)
     child = consumer.child
     writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")

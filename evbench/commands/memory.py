@@ -35,9 +35,10 @@ def add(commands: argparse._SubParsersAction) -> None:
     memory.add_argument("--partitions", type=_partitions, default=(1, 50, 100), metavar="P,P")
     memory.add_argument(
         "--consumers",
-        default="source,confluent,confluent-lowmem,aiokafka,kafka-python",
-        help="which consumers (default: all five): source is the lab's source adapter (seed "
-        "000's KafkaSource), delivering to a receiver; confluent-lowmem is seed 001's "
+        default="source,dispatcher,confluent,confluent-lowmem,aiokafka,kafka-python",
+        help="which consumers (default: all six): source is the lab's source adapter (seed "
+        "000's KafkaSource) and dispatcher the lab's Kafka channel dispatcher, each delivering "
+        "to a receiver; confluent-lowmem is seed 001's "
         "low-memory set",
     )
     memory.add_argument(
