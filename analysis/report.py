@@ -444,6 +444,13 @@ def write_memory_report(root: Path, rows: list[dict], series: dict[str, list[dic
             f"<p class='note'>never consumed: {html.escape(str(r['never_consumed']))}; "
             f"consumer {html.escape(r['exit'])}; errors: {len(r['errors'])}</p>"
         )
+        + (
+            "<p class='note'>the consumer logged:</p><pre>"
+            + html.escape("\n".join(r.get("logged_errors") or []))
+            + "</pre>"
+            if r.get("logged_errors")
+            else ""
+        )
         for r in rows
     )
     body = (

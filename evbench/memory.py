@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -38,6 +39,7 @@ from evbench.shared.records import (
     MemorySampleRow,
 )
 from suts.consumers.predict import predicted
+from suts.settings import LabSettings
 from suts.tansu import Tansu, create_topic
 
 # Seed 001's low-memory settings for librdkafka.
@@ -108,7 +110,7 @@ class MemoryOptions:
     memory_limit_bytes: int | None = None
     malloc_arena_max: int | None = None
     trim_after_drain: bool = False
-    tracemalloc: bool = True
+    tracemalloc: bool = False  # slows pure-Python clients (--python-heap)
 
 
 def status_fields(text: str) -> dict[str, int]:
@@ -158,12 +160,12 @@ def _scenario(options: MemoryOptions, spec: ConsumerSpec, partitions: int, out: 
     topic, group = "backlog", f"memory-{spec.name}-p{partitions}"
     try:
         create_topic(bootstrap, topic, partitions, 1)
-        produced, fill_s = _fill(bootstrap, topic, options)
+        produced, fill_s, ends = _fill(bootstrap, topic, options)
         mib = produced * options.event_bytes / 2**20
         echo(f"  filled {produced} events ({mib:.0f} MiB) in {fill_s:.1f} s")
         result = _consume(options, spec, partitions, bootstrap, topic, group, produced, out, echo)
         result["fill_s"] = round(fill_s, 3)
-        result["lag"] = _lag(bootstrap, group, topic, partitions, out)
+        result["lag"] = _lag(bootstrap, group, topic, partitions, ends, out)
         result["never_consumed"] = never_consumed(result["per_partition"], result["lag"])
     finally:
         broker.stop()
@@ -171,16 +173,36 @@ def _scenario(options: MemoryOptions, spec: ConsumerSpec, partitions: int, out: 
         group, topic, [(r["partition"], r["committed"], r["end"]) for r in result["lag"]]
     ):
         echo("  " + line)
+    if result["exit"] == "died during the run":
+        echo(
+            f"  the consumer died during the run ({result['exit_code']}); its lag is as it left it"
+        )
+    if result["never_consumed"]:
+        echo(f"  partitions never consumed: {', '.join(map(str, result['never_consumed']))}")
+    for line in result["logged_errors"][:5]:
+        echo(f"  consumer logged: {line}")
     return result
 
 
-def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, float]:
+def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, float, dict[int, int]]:
     """Produce 8 KB events as fast as the broker takes them, for the fill time or N events,
-    never more than max_backlog_bytes (the broker holds them all in memory)."""
+    never more than max_backlog_bytes (the broker holds them all in memory). Returns the
+    events written, the time taken, and each partition's end offset from the delivery reports:
+    Tansu's ListOffsets answers the base offset of a partition's last batch, not its end, which
+    a fill in ~1 MB batches puts ~120 events short."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1"})
     payload = b"x" * options.event_bytes
     cap = options.max_backlog_bytes // options.event_bytes
     wanted = min(options.fill_events or cap, cap)
+    ends: dict[int, int] = {}
+    failed: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
     started = time.monotonic()
     deadline = started + (options.fill_s if options.fill_events is None else 1e9)
     sent = 0
@@ -193,6 +215,7 @@ def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, floa
                 value=payload,
                 key=str(sent).encode(),
                 headers=[*_CE_HEADERS, ("ce_id", f"memory-{sent}".encode())],
+                on_delivery=delivered,
             )
             sent += 1
         except BufferError:
@@ -201,7 +224,9 @@ def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, floa
             producer.poll(0)
     if producer.flush(120) != 0:
         raise EvbenchError("the backlog could not be written to the broker within 120 s")
-    return sent, time.monotonic() - started
+    if failed:
+        raise EvbenchError(f"{len(failed)} of {sent} backlog events were not written: {failed[0]}")
+    return sent, time.monotonic() - started, ends
 
 
 class _ClientConsumer:
@@ -242,10 +267,12 @@ class _LabConsumer:
         self.receiver, self.receiver_url = start_receiver(
             out / "received", out / "logs" / "receiver.log"
         )
+        # The lab's own consumer settings (its 6 s session timeout gets a group assigned in
+        # ~3 s on Tansu, where the 45 s default takes ~23 s), then the user's.
         consumer = (
+            *LabSettings().consumer,
             f"bootstrap.servers={bootstrap}",
             f"group.id={group}",
-            "auto.offset.reset=earliest",  # the backlog was written before it started
             *(f"{k}={v}" for k, v in spec.settings),
         )
         argv = [
@@ -294,6 +321,7 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     kind = _LabConsumer if spec.client in ("source", "dispatcher") else _ClientConsumer
     consumer = kind(options, spec, bootstrap, topic, group, produced, out, env)
     child = consumer.child
+    echo(f"  consumer {spec.name} started, pid {child.pid}")
     writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")
     started = time.monotonic()
     series, drained_s, last_report = [], None, started - _REPORT_EVERY_S
@@ -341,6 +369,7 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
         "per_partition": done.get("per_partition"),
         # A consumer that died says nothing at the end: what its log said last, instead.
         "log_tail": child.tail(10) if died or code != 0 else None,
+        "logged_errors": logged_errors(_read_text(child.log_path)),
         "trimmed": done.get("trimmed"),
         "figures": asdict(figures) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
@@ -350,12 +379,40 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     }
 
 
+# librdkafka's log lines carry a syslog level: %0 emergency .. %3 error, %4 warning.
+_RDKAFKA_LEVEL = re.compile(r"^%([0-4])\|")
+_PYTHON_ERROR = re.compile(r"^(Traceback|\w+(Error|Exception)\b)")
+
+
+def logged_errors(log_text: str, limit: int = 20) -> list[str]:
+    """What a consumer logged that says something went wrong, in order, each line once:
+    librdkafka's warnings and errors (`%3|...`), Python tracebacks' first and last lines.
+    Pure."""
+    found: list[str] = []
+    for raw in log_text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("{"):  # its progress lines are JSON
+            continue
+        if (_RDKAFKA_LEVEL.match(line) or _PYTHON_ERROR.match(line)) and line not in found:
+            found.append(line[:500])
+            if len(found) == limit:
+                break
+    return found
+
+
 def never_consumed(per_partition: dict[str, int] | None, lag: list[dict]) -> list[int]:
     """Partitions the consumer never read from: by its own count when it finished, else (it
     died or was killed) those with nothing committed. Pure."""
     if per_partition is not None:
         return [r["partition"] for r in lag if not per_partition.get(str(r["partition"]))]
     return [r["partition"] for r in lag if r["committed"] is None]
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _read(child: Child, latest: _Latest) -> None:
@@ -390,8 +447,11 @@ def _sample(pid: int, progress: dict) -> MemorySampleRow | None:
     )
 
 
-def _lag(bootstrap: str, group: str, topic: str, partitions: int, out: Path) -> list[dict]:
-    """Each partition's committed offset and end, from outside the group (no rebalance)."""
+def _lag(
+    bootstrap: str, group: str, topic: str, partitions: int, ends: dict[int, int], out: Path
+) -> list[dict]:
+    """Each partition's committed offset and end, from outside the group (no rebalance). The
+    end is the fill's own where the broker reports less (see _fill)."""
     reader = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
     )
@@ -404,6 +464,7 @@ def _lag(bootstrap: str, group: str, topic: str, partitions: int, out: Path) -> 
             low, high = reader.get_watermark_offsets(
                 TopicPartition(topic, p), timeout=10, cached=False
             )
+            high = max(high, ends.get(p, 0))
             offset = committed.get(p)
             known = offset if offset is not None and offset >= 0 else None
             lag = high - (known if known is not None else low)

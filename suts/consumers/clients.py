@@ -10,6 +10,15 @@ from typing import Protocol
 
 _BATCH = 500
 _POLL_S = 0.2
+# Group timing only, no buffer. Tansu assigns a new group about half a session timeout after
+# the join (measured: librdkafka's 45 s default ~23 s, kafka-python's 10 s ~24 s, 6 s ~3-4 s
+# for each), which would read as a late claim; a user's setting still wins.
+_SESSION_TIMEOUT_MS = 6000
+_HEARTBEAT_MS = 1000
+_PY_GROUP_TIMING = {
+    "session_timeout_ms": _SESSION_TIMEOUT_MS,
+    "heartbeat_interval_ms": _HEARTBEAT_MS,
+}
 
 
 class Client(Protocol):
@@ -48,6 +57,8 @@ class Confluent:
             "auto.offset.reset": "earliest",
             "statistics.interval.ms": 1000,
             "stats_cb": self._on_stats,
+            "session.timeout.ms": _SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": _HEARTBEAT_MS,
             **settings,
         }
         self.consumer = Consumer(config)
@@ -84,7 +95,7 @@ class KafkaPython:
     def __init__(self, bootstrap: str, topic: str, group: str, settings: dict[str, str]) -> None:
         from kafka import KafkaConsumer
 
-        options = {k: _value(v) for k, v in settings.items()}
+        options = {**_PY_GROUP_TIMING, **{k: _value(v) for k, v in settings.items()}}
         self.consumer = KafkaConsumer(
             topic,
             bootstrap_servers=bootstrap,
@@ -111,7 +122,7 @@ class AioKafka:
         from aiokafka import AIOKafkaConsumer
 
         self.loop = asyncio.new_event_loop()
-        options = {k: _value(v) for k, v in settings.items()}
+        options = {**_PY_GROUP_TIMING, **{k: _value(v) for k, v in settings.items()}}
 
         async def start() -> AIOKafkaConsumer:
             consumer = AIOKafkaConsumer(

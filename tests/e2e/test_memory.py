@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -14,29 +18,34 @@ from tests.browser import console_errors, drawn, render
 
 pytestmark = pytest.mark.e2e
 
+CONSUMERS = ("source", "dispatcher", "confluent", "confluent-lowmem", "aiokafka", "kafka-python")
+
+
+def _memory(tmp_path, *args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "evbench", "memory", "--partitions", "2", "--fill-events", "400",
+        "--consume", "8", "--runs-dir", str(tmp_path), "--run-id", "m", *args,
+    ]  # fmt: skip
+
 
 @pytest.mark.browser
 @pytest.mark.spark  # the run ends by analysing
 def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
     done = subprocess.run(
-        [
-            sys.executable, "-m", "evbench", "memory", "--partitions", "2",
-            "--consumers", "source,confluent", "--fill-events", "400", "--consume", "8",
-            "--runs-dir", str(tmp_path), "--run-id", "m",
-        ],
+        _memory(tmp_path, "--consumers", ",".join(CONSUMERS)),
         capture_output=True,
         text=True,
         timeout=180,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in ("source-p2", "confluent-p2"):
+    for name in (f"{c}-p2" for c in CONSUMERS):
         scenario = tmp_path / "m-memory" / name
         result = json.loads((scenario / "scenario.json").read_text())
         assert result["produced"] == 400 == result["consumed"], name
         assert result["never_consumed"] == [] and result["first_message_s"] > 0, name
         figures = result["figures"]
         assert figures["peak_bytes"] >= figures["plateau_bytes"] > 0, name
-        assert "fetch.max.bytes" in result["predicted_formula"], name  # both are librdkafka
+        assert result["predicted_buffer_bytes"] > 0 and result["predicted_formula"], name
         samples = read_parts(scenario / "samples" / "memory", MEMORY_SAMPLE_FIELDS).to_pylist()
         assert len(samples) >= 5 and all(s["rss_bytes"] > 0 for s in samples), name
         assert samples[-1]["consumed"] == 400, name
@@ -47,9 +56,62 @@ def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
     assert "back to idle" in done.stderr  # the peak table
     # analysed like every run: the series through Spark, then the report
     summary = json.loads((tmp_path / "m-memory" / "memory-summary.json").read_text())
-    assert [row["scenario"] for row in summary["scenarios"]] == ["source-p2", "confluent-p2"]
+    assert [row["scenario"] for row in summary["scenarios"]] == [f"{c}-p2" for c in CONSUMERS]
     assert all(row["figures"]["peak_bytes"] > 0 for row in summary["scenarios"])
     dom, console = render(tmp_path / "m-memory" / "report.html", tmp_path)
     assert console_errors(console) == []
     assert drawn(dom, "memory-over-time")
     assert "LOG-END-OFFSET" in dom and "back to idle" in dom
+
+
+@pytest.mark.browser
+@pytest.mark.spark
+def test_a_killed_consumer_leaves_its_lag_reported(tmp_path):
+    run = subprocess.Popen(
+        _memory(tmp_path, "--consumers", "confluent"), stderr=subprocess.PIPE, text=True
+    )
+    watchdog = threading.Timer(180, run.kill)  # a hang fails the test instead of the suite
+    watchdog.start()
+    try:
+        lines = []
+        for line in run.stderr:
+            lines.append(line)
+            if started := re.search(r"consumer confluent started, pid (\d+)", line):
+                os.kill(int(started.group(1)), signal.SIGKILL)  # before it has joined its group
+                break
+        lines += run.stderr.readlines()
+        code = run.wait()
+    finally:
+        watchdog.cancel()
+        run.kill()
+    assert code == 0, "".join(lines)[-3000:]
+    result = json.loads((tmp_path / "m-memory" / "confluent-p2" / "scenario.json").read_text())
+    assert result["exit"] == "died during the run" and result["exit_code"] == -signal.SIGKILL
+    assert [r["partition"] for r in result["lag"]] == [0, 1]
+    assert sum(r["end"] for r in result["lag"]) == result["produced"] == 400
+    assert sum(r["lag"] for r in result["lag"]) == 400  # it committed nothing
+    assert result["never_consumed"] == [0, 1]
+    assert any("the consumer died during the run" in line for line in lines)
+    dom, console = render(tmp_path / "m-memory" / "report.html", tmp_path)
+    assert console_errors(console) == []
+    assert "died during the run" in dom and "LOG-END-OFFSET" in dom
+
+
+def test_a_consumer_under_a_too_small_memory_limit_is_reported_with_its_starved_partitions(
+    tmp_path,
+):
+    # 40 MiB of data segment holds the interpreter and the client but not librdkafka's broker
+    # threads (their stacks count): the consumer lives on, says why, and reads nothing.
+    done = subprocess.run(
+        _memory(tmp_path, "--consumers", "confluent", "--memory-limit-mib", "40", "--no-analyze"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "m-memory" / "confluent-p2" / "scenario.json").read_text())
+    assert result["memory_limit_bytes"] == 40 * 2**20
+    assert result["never_consumed"] == [0, 1] and result["consumed"] == 0
+    assert result["logged_errors"], "the consumer's own account of the shortage"
+    assert "partitions never consumed: 0, 1" in done.stderr
+    assert "consumer logged:" in done.stderr

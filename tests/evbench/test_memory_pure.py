@@ -3,7 +3,13 @@
 import pytest
 
 from analysis.memory import peak_table
-from evbench.memory import LOW_MEMORY, consumer_specs, never_consumed, status_fields
+from evbench.memory import (
+    LOW_MEMORY,
+    consumer_specs,
+    logged_errors,
+    never_consumed,
+    status_fields,
+)
 
 
 def test_consumers_by_name_with_settings_for_the_clients_they_belong_to():
@@ -108,3 +114,33 @@ LAG = [
 )
 def test_partitions_never_consumed(per_partition, never):
     assert never_consumed(per_partition, LAG) == never
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ("", []),
+        ('{"event": "progress", "error": "x"}\n', []),  # its own JSON lines are not errors
+        (
+            "%2|1795421569.937|THREAD|rdkafka#consumer-1| [thrd:app]: Unable to create broker "
+            "thread\n%2|1795421569.937|THREAD|rdkafka#consumer-1| [thrd:app]: Unable to create "
+            "broker thread\n%7|1795421569.9|DEBUG|x: chatter\n",
+            [
+                "%2|1795421569.937|THREAD|rdkafka#consumer-1| [thrd:app]: Unable to create "
+                "broker thread"
+            ],
+        ),
+        (
+            "%4|1.0|REQTMOUT|c| timed out\nTraceback (most recent call last):\n  File x\n"
+            "MemoryError\nunclosed client session\n",
+            ["%4|1.0|REQTMOUT|c| timed out", "Traceback (most recent call last):", "MemoryError"],
+        ),
+    ],
+)
+def test_what_a_consumer_logged_that_went_wrong(log, expected):
+    assert logged_errors(log) == expected
+
+
+def test_logged_errors_stop_at_the_limit():
+    log = "\n".join(f"%3|{i}|ERR|c| error {i}" for i in range(50))
+    assert len(logged_errors(log, limit=7)) == 7
