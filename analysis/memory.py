@@ -16,15 +16,18 @@ MIB = 2**20
 # Back to idle: within 10 % of the idle baseline or 2 MiB, whichever is larger.
 RETURN_TOLERANCE = 0.10
 RETURN_SLACK_BYTES = 2 * MIB
-# The plateau: the median of the last seconds after the drain.
+# The plateau: the median of the last seconds after the drain, once at least SETTLE_S have
+# passed since it (else the drain's own peak would be read as where memory settled).
 PLATEAU_S = 10.0
+SETTLE_S = 2.0
 
 
 @dataclass(frozen=True)
 class MemoryFigures:
     idle_bytes: int | None  # median before the first message (None: no sample before it)
     peak_bytes: int  # the largest sample, or the kernel's high-water mark if larger
-    plateau_bytes: int | None  # median of the last PLATEAU_S after the drain (None: no drain)
+    plateau_bytes: int | None  # median of the last PLATEAU_S after the drain (None: no drain,
+    # or less than SETTLE_S of samples after it)
     returned_to_idle: bool | None  # None when idle or plateau is unknown
     tolerance_bytes: int | None  # how far above idle still counts as returned
 
@@ -42,7 +45,7 @@ def memory_figures(
     idle = int(statistics.median(before)) if before and first_message_s is not None else None
     peak = max(max(b for _, b in series), high_water_bytes or 0)
     plateau = None
-    if drained_s is not None:
+    if drained_s is not None and series[-1][0] - drained_s >= SETTLE_S:
         end_s = series[-1][0]
         after = [b for t, b in series if t >= max(drained_s, end_s - PLATEAU_S)]
         plateau = int(statistics.median(after)) if after else None

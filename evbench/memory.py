@@ -57,6 +57,7 @@ CONSUMERS = {
     "kafka-python": ("kafka-python", ()),
 }
 _REPORT_EVERY_S = 5.0
+_FLUSH_EVERY_S = 30.0  # samples reach disk at least this often, so a crash keeps them
 _CE_HEADERS = [
     ("ce_specversion", b"1.0"),
     ("ce_type", b"dev.evbench.measure"),
@@ -70,6 +71,9 @@ class ConsumerSpec:
     name: str  # as the user named it (a row of the tables)
     client: str  # suts.consumers.CLIENTS
     settings: tuple[tuple[str, str], ...]
+
+
+LIBRDKAFKA_CLIENTS = ("confluent", "source", "dispatcher")
 
 
 def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec]:
@@ -87,8 +91,11 @@ def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name not in CONSUMERS:
             raise ValueError(f"unknown consumer '{name}': use {', '.join(CONSUMERS)}")
+        if any(spec.name == name for spec in specs):
+            raise ValueError(f"consumer '{name}' named twice")
         client, settings = CONSUMERS[name]
-        mine = [(k, v) for k, v in overrides if ("." in k) == (client == "confluent")]
+        # librdkafka's names are dotted, the Python clients' snake_case.
+        mine = [(k, v) for k, v in overrides if ("." in k) == (client in LIBRDKAFKA_CLIENTS)]
         merged = dict(settings) | dict(mine)
         specs.append(ConsumerSpec(name, client, tuple(merged.items())))
     if not specs:
@@ -133,23 +140,43 @@ class _Latest:
     done: dict | None = None
 
 
-def run_memory(options: MemoryOptions, echo: Callable[[str], None]) -> Path:
+def run_memory(options: MemoryOptions, echo: Callable[[str], None]) -> tuple[Path, list[dict]]:
+    """Every scenario in turn; returns the run's directory and the scenarios that failed.
+    memory.json is rewritten after each scenario, so an interrupted or failing matrix keeps
+    (and analyses) what it finished."""
     root = options.runs_dir / f"{safe_component('run id', options.run_id)}-memory"
     if root.exists():
         raise EvbenchError(f"{root} already exists: choose another --run-id")
     root.mkdir(parents=True)
-    rows = []
+    rows: list[dict] = []
+    failed: list[dict] = []
+
+    def save(interrupted: bool = False) -> None:
+        doc = {"scenarios": rows, "failed": failed, "interrupted": interrupted}
+        (root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
+
     for partitions in options.partitions:
         for spec in options.consumers:
             scenario = root / f"{spec.name}-p{partitions}"
             echo(f"scenario {scenario.name}: {partitions} partitions, consumer {spec.name}")
-            result = _scenario(options, spec, partitions, scenario, echo)
+            try:
+                result = _scenario(options, spec, partitions, scenario, echo)
+            except KeyboardInterrupt:
+                save(interrupted=True)
+                echo(f"interrupted: {len(rows)} finished scenario(s) kept in {root}")
+                raise
+            except Exception as exc:  # one scenario failing is reported, not fatal
+                reason = f"{type(exc).__name__}: {exc}"
+                echo(f"  scenario {scenario.name} failed: {reason} (logs in {scenario / 'logs'})")
+                failed.append({"scenario": scenario.name, "reason": reason})
+                save()
+                continue
             (scenario / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
             rows.append(result)
-    (root / "memory.json").write_text(json.dumps({"scenarios": rows}, indent=2) + "\n")
+            save()
     for line in peak_table(rows):
         echo(line)
-    return root
+    return root, failed
 
 
 def _scenario(options: MemoryOptions, spec: ConsumerSpec, partitions: int, out: Path, echo) -> dict:
@@ -318,41 +345,34 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     # Every time of the scenario counts from here, on the wall clock (the consumer's own
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
+    writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")
     kind = _LabConsumer if spec.client in ("source", "dispatcher") else _ClientConsumer
     consumer = kind(options, spec, bootstrap, topic, group, produced, out, env)
     child = consumer.child
     echo(f"  consumer {spec.name} started, pid {child.pid}")
-    writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")
-    started = time.monotonic()
-    series, drained_s, last_report = [], None, started - _REPORT_EVERY_S
-    hwm = None
-    while time.monotonic() - started < options.consume_s and child.alive():
-        time.sleep(1.0)
-        progress = consumer.progress()
-        sample = _sample(child.pid, progress)
-        if sample is None:
-            break
-        now_s = (sample.t_ns - started_ns) / 1e9
-        writer.append(sample)
-        series.append((now_s, sample.rss_bytes))
-        hwm = sample.hwm_bytes
-        consumed = progress.get("consumed") or 0
-        if drained_s is None and consumed >= produced:
-            drained_s = now_s
-        if now_s - last_report >= _REPORT_EVERY_S:
-            last_report = now_s
-            echo(
-                f"  {now_s:5.0f} s  rss {sample.rss_bytes / 2**20:7.1f} MiB  "
-                f"uss {(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
-            )
-    writer.flush()
+    try:
+        series, drained_s, hwm = _sample_until_done(
+            options, consumer, produced, started_ns, writer, echo
+        )
+    except BaseException:
+        consumer.finish()  # stops the consumer (and the lab's receiver) by pid
+        raise
+    finally:
+        writer.flush()  # every sample taken so far stays on disk
     died = not child.alive()
-    last_progress = consumer.progress() if not died else {}
+    last_progress = consumer.progress()  # a dead Python client's last line still counts
     code, done = consumer.finish()
     first_ns = done.get("first_message_ns") or last_progress.get("first_message_ns")
     first_s = None if first_ns is None else (first_ns - started_ns) / 1e9
     figures = memory_figures(series, first_s, drained_s, hwm) if series else None
-    prediction = predicted(spec.client, dict(spec.settings), partitions, options.event_bytes)
+    lab = spec.client in ("source", "dispatcher")
+    prediction = predicted(
+        spec.client,
+        dict(spec.settings),
+        partitions,
+        options.event_bytes,
+        pending_events=LabSettings().max_pending if lab else 0,
+    )
     return {
         "consumer": spec.name,
         "client": spec.client,
@@ -400,12 +420,45 @@ def logged_errors(log_text: str, limit: int = 20) -> list[str]:
     return found
 
 
+def _sample_until_done(options, consumer, produced, started_ns, writer, echo):
+    """Samples the consumer every second for the consume time or until it dies: (seconds since
+    start, RSS) series, when it drained, its high-water mark."""
+    child = consumer.child
+    started = time.monotonic()
+    series, drained_s, last_report = [], None, started - _REPORT_EVERY_S
+    last_flush, hwm = started, None
+    while time.monotonic() - started < options.consume_s and child.alive():
+        time.sleep(1.0)
+        progress = consumer.progress()
+        sample = _sample(child.pid, progress)
+        if sample is None:
+            break
+        now_s = (sample.t_ns - started_ns) / 1e9
+        writer.append(sample)
+        series.append((now_s, sample.rss_bytes))
+        hwm = sample.hwm_bytes
+        consumed = progress.get("consumed") or 0
+        if drained_s is None and consumed >= produced:
+            drained_s = now_s
+        if now_s - last_report >= _REPORT_EVERY_S:
+            last_report = now_s
+            echo(
+                f"  {now_s:5.0f} s  rss {sample.rss_bytes / 2**20:7.1f} MiB  "
+                f"uss {(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
+            )
+        if time.monotonic() - last_flush >= _FLUSH_EVERY_S:
+            last_flush = time.monotonic()
+            writer.flush()
+    return series, drained_s, hwm
+
+
 def never_consumed(per_partition: dict[str, int] | None, lag: list[dict]) -> list[int]:
-    """Partitions the consumer never read from: by its own count when it finished, else (it
-    died or was killed) those with nothing committed. Pure."""
+    """Partitions with events that the consumer never read from: by its own count when it
+    finished, else (it died or was killed) those with nothing committed. Pure."""
+    waiting = [r for r in lag if r["lag"] > 0 or (r["committed"] is None and r["end"] > 0)]
     if per_partition is not None:
-        return [r["partition"] for r in lag if not per_partition.get(str(r["partition"]))]
-    return [r["partition"] for r in lag if r["committed"] is None]
+        return [r["partition"] for r in waiting if not per_partition.get(str(r["partition"]))]
+    return [r["partition"] for r in waiting if r["committed"] is None]
 
 
 def _read_text(path: Path) -> str:

@@ -18,6 +18,8 @@ def _partitions(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"'{text}' is not a list of partition counts") from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"'{text}': partition counts are at least 1")
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"'{text}': each partition count once")
     return values
 
 
@@ -108,10 +110,13 @@ def main(args: argparse.Namespace) -> int:
         trim_after_drain=args.trim_after_drain,
         tracemalloc=args.python_heap,
     )
-    root = run_memory(options, echo)
+    root, failed = run_memory(options, echo)
     echo(f"-> {root}")
-    if args.no_analyze:
-        return 0
-    from evbench.commands.analyze import analyze_memory_path
+    if failed:
+        echo(f"{len(failed)} scenario(s) failed: {', '.join(f['scenario'] for f in failed)}")
+    code = 0
+    if not args.no_analyze and len(failed) < len(options.partitions) * len(specs):
+        from evbench.commands.analyze import analyze_memory_path
 
-    return analyze_memory_path(root, "local[*]")
+        code = analyze_memory_path(root, "local[*]")
+    return code or (1 if failed else 0)

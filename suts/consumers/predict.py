@@ -84,11 +84,25 @@ _AIOKAFKA = {"max_partition_fetch_bytes": 1048576, "fetch_max_bytes": 52428800}
 
 
 def predicted(
-    client: str, settings: dict[str, str], partitions: int, event_bytes: int
+    client: str,
+    settings: dict[str, str],
+    partitions: int,
+    event_bytes: int,
+    pending_events: int = 0,
 ) -> Prediction:
-    """The buffer bound of `client` (confluent, source, dispatcher, aiokafka, kafka-python)."""
+    """The buffer bound of `client` (confluent, source, dispatcher, aiokafka, kafka-python).
+    `pending_events`: what a source adapter or dispatcher may hold on its way to the subscriber
+    on top of its client's buffers (the lab's --max-pending)."""
     if client in ("confluent", "source", "dispatcher"):
-        return librdkafka(settings, event_bytes)
+        bound = librdkafka(settings, event_bytes)
+        if not pending_events:
+            return bound
+        pending = pending_events * event_bytes
+        return Prediction(
+            bound.buffer_bytes + pending,
+            f"{bound.formula} + {pending_events} pending deliveries x {event_bytes} B "
+            f"= {pending / MB:.1f} MB",
+        )
     if client == "aiokafka":
         return per_partition_fetcher(settings, partitions, _AIOKAFKA)
     if client == "kafka-python":

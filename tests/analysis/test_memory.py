@@ -15,15 +15,17 @@ def series(*values_mib, start=0.0):
         # seed 001's confluent consumer: 20 idle, 76 peak, 46 after: not back to idle
         (series(20, 20, 20, 50, 76, 60, 46, 46, 46), 3, 6, None, (20, 76, 46, False)),
         # back within 2 MiB of a small idle
-        (series(14, 14, 90, 80, 15.5, 15.5), 2, 4, None, (14, 90, 15.5, True)),
+        (series(14, 14, 90, 80, 15.5, 15.5, 15.5), 2, 4, None, (14, 90, 15.5, True)),
         # within 10 % of a large idle (10 % of 200 MiB = 20 MiB)
-        (series(200, 200, 400, 215, 215), 2, 3, None, (200, 400, 215, True)),
+        (series(200, 200, 400, 215, 215, 215), 2, 3, None, (200, 400, 215, True)),
+        # drained at the last sample but one: too soon to say where it settles
+        (series(20, 20, 50, 76, 70), 2, 3, None, (20, 76, None, None)),
         # never drained: no plateau, no verdict
         (series(20, 20, 50, 60, 70), 2, None, None, (20, 70, None, None)),
         # a spike between samples: the kernel's high-water mark is the peak
-        (series(20, 20, 50, 30, 21), 2, 4, 99 * MIB, (20, 99, 21, True)),
+        (series(20, 20, 50, 30, 21, 21, 21), 2, 4, 99 * MIB, (20, 99, 21, True)),
         # the first message before the first sample: no idle baseline
-        (series(50, 60, 30), 0, 2, None, (None, 60, 30, None)),
+        (series(50, 60, 30, 30, 30), 0, 2, None, (None, 60, 30, None)),
     ],
 )
 def test_idle_peak_plateau_and_the_return_to_idle(samples, first, drained, hwm, expected):

@@ -24,6 +24,12 @@ def test_consumers_by_name_with_settings_for_the_clients_they_belong_to():
     ]
     assert dict(specs[1].settings) == {**dict(LOW_MEMORY), "fetch.queue.backoff.ms": "50"}
     assert dict(specs[2].settings) == {"max_partition_fetch_bytes": "65536"}  # aiokafka's own
+    # the lab's consumers are librdkafka too: dotted names go to them
+    source, kp = consumer_specs(
+        "source,kafka-python", ("fetch.max.bytes=1000", "max_poll_records=5")
+    )
+    assert dict(source.settings) == {"fetch.max.bytes": "1000"}
+    assert dict(kp.settings) == {"max_poll_records": "5"}
     # a user's value wins over the named set's
     (lowmem,) = consumer_specs("confluent-lowmem", ("queued.min.messages=1000",))
     assert dict(lowmem.settings)["queued.min.messages"] == "1000"
@@ -33,6 +39,7 @@ def test_consumers_by_name_with_settings_for_the_clients_they_belong_to():
     ("names", "extra", "message"),
     [
         ("confluent,franz", (), "unknown consumer 'franz'"),
+        ("confluent,aiokafka,confluent", (), "consumer 'confluent' named twice"),
         ("confluent", ("nokey",), "--consumer 'nokey' must be KEY=VALUE"),
         (" , ", (), "no consumer named"),
     ],
@@ -101,13 +108,14 @@ LAG = [
     {"partition": 0, "committed": 500, "end": 500, "lag": 0},
     {"partition": 1, "committed": None, "end": 480, "lag": 480},
     {"partition": 2, "committed": 3, "end": 470, "lag": 467},
+    {"partition": 3, "committed": None, "end": 0, "lag": 0},  # nothing was ever written to it
 ]
 
 
 @pytest.mark.parametrize(
     ("per_partition", "never"),
     [
-        ({"0": 500, "2": 3}, [1]),  # it finished: its own counts
+        ({"0": 500, "2": 3}, [1]),  # it finished: its own counts; the empty one is not starved
         ({"0": 500, "1": 0, "2": 3}, [1]),
         (None, [1]),  # it died: nothing committed for partition 1
     ],

@@ -43,3 +43,10 @@ def test_the_2019_dispatcher_rule_gives_seed_003s_example():
 def test_an_unknown_client_is_refused():
     with pytest.raises(ValueError, match="no buffer model for client 'franz'"):
         predicted("franz", {}, 1, EVENT)
+
+
+def test_a_lab_consumer_adds_what_it_holds_for_the_subscriber():
+    bare = predicted("source", {}, 10, 8192)
+    lab = predicted("source", {}, 10, 8192, pending_events=10_000)
+    assert lab.buffer_bytes - bare.buffer_bytes == 10_000 * 8192
+    assert "10000 pending deliveries" in lab.formula
