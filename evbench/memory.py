@@ -425,7 +425,8 @@ def _sample_until_done(options, consumer, produced, started_ns, writer, echo):
     start, RSS) series, when it drained, its high-water mark."""
     child = consumer.child
     started = time.monotonic()
-    series, drained_s, last_report = [], None, started - _REPORT_EVERY_S
+    # last_report is in seconds since the consumer's start, as now_s is
+    series, drained_s, last_report = [], None, -_REPORT_EVERY_S
     last_flush, hwm = started, None
     while time.monotonic() - started < options.consume_s and child.alive():
         time.sleep(1.0)

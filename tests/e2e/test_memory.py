@@ -54,6 +54,7 @@ def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
         lag = read_parts(scenario / "samples" / "consumer-lag", CONSUMER_LAG_FIELDS).to_pylist()
         assert sorted(r["partition"] for r in lag) == [0, 1], name
         assert all(r["lag"] == 0 for r in lag), name  # drained and committed
+    assert re.search(r"\d+ s  rss +[\d.]+ MiB .* consumed \d+/400", done.stderr)  # progress
     assert "GROUP" in done.stderr and "LOG-END-OFFSET" in done.stderr  # the describe table
     assert "back to idle" in done.stderr  # the peak table
     # analysed like every run: the series through Spark, then the report
