@@ -394,7 +394,7 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
         "figures": asdict(figures) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
         "predicted_formula": prediction.formula,
-        "memory_limit_bytes": options.memory_limit_bytes,
+        "memory_limit_bytes": None if lab else options.memory_limit_bytes,
         "malloc_arena_max": options.malloc_arena_max,
     }
 

@@ -94,6 +94,22 @@ def main(args: argparse.Namespace) -> int:
         specs = tuple(consumer_specs(args.consumers, tuple(args.consumer)))
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
+    lab = [s.name for s in specs if s.client in ("source", "dispatcher")]
+    bare_only = [
+        flag
+        for flag, given in (
+            ("--memory-limit-mib", args.memory_limit_mib),
+            ("--trim-after-drain", args.trim_after_drain),
+            ("--python-heap", args.python_heap),
+        )
+        if given
+    ]
+    if lab and bare_only:
+        # The lab's consumers are the lab's own processes, started as the lab starts them.
+        echo(
+            f"note: {', '.join(bare_only)} apply to the bare clients only, not to "
+            f"{', '.join(lab)} (each scenario.json says what applied)"
+        )
     runs_dir = args.runs_dir or default_runs_dir()
     options = MemoryOptions(
         runs_dir=runs_dir,
