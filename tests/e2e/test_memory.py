@@ -24,7 +24,7 @@ CONSUMERS = ("source", "dispatcher", "confluent", "confluent-lowmem", "aiokafka"
 def _memory(tmp_path, *args: str) -> list[str]:
     return [
         sys.executable, "-m", "evbench", "memory", "--partitions", "2", "--fill-events", "400",
-        "--consume", "12", "--runs-dir", str(tmp_path), "--run-id", "m", *args,
+        "--consume", "10", "--runs-dir", str(tmp_path), "--run-id", "m", *args,
     ]  # fmt: skip
 
 
@@ -67,11 +67,11 @@ def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
     assert "LOG-END-OFFSET" in dom and "back to idle" in dom
 
 
-@pytest.mark.browser
-@pytest.mark.spark
 def test_a_killed_consumer_leaves_its_lag_reported(tmp_path):
     run = subprocess.Popen(
-        _memory(tmp_path, "--consumers", "confluent"), stderr=subprocess.PIPE, text=True
+        _memory(tmp_path, "--consumers", "confluent", "--no-analyze"),
+        stderr=subprocess.PIPE,
+        text=True,
     )
     watchdog = threading.Timer(180, run.kill)  # a hang fails the test instead of the suite
     watchdog.start()
@@ -95,9 +95,7 @@ def test_a_killed_consumer_leaves_its_lag_reported(tmp_path):
     assert sum(r["lag"] for r in result["lag"]) == 400  # it committed nothing
     assert result["never_consumed"] == [0, 1]
     assert any("the consumer died during the run" in line for line in lines)
-    dom, console = render(tmp_path / "m-memory" / "report.html", tmp_path)
-    assert console_errors(console) == []
-    assert "died during the run" in dom and "LOG-END-OFFSET" in dom
+    assert any("GROUP" in line and "LOG-END-OFFSET" in line for line in lines)
 
 
 def test_a_consumer_under_a_too_small_memory_limit_is_reported_with_its_starved_partitions(
