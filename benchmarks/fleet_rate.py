@@ -79,9 +79,9 @@ def run_fleet(
     try:
         while (doc := master.next_line(timeout_s=seconds + 120)) is not None:
             event = doc.get("event")
-            if event in ("progress", "step_end") and ("first" not in window or event == "step_end"):
+            key = {"progress": "first", "step_end": "end"}.get(event)
+            if key == "end" or (key == "first" and key not in window):
                 fleet = _tree([master.pid, *(f.pid for f in followers)])
-                key = "first" if "first" not in window else "end"
                 window[key] = (time.monotonic(), _cpu_s(fleet), _cpu_s([receiver]))
             if event == "done":
                 done = doc

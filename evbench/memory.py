@@ -73,7 +73,10 @@ class ConsumerSpec:
     settings: tuple[tuple[str, str], ...]
 
 
-LIBRDKAFKA_CLIENTS = ("confluent", "source", "dispatcher")
+# The lab's own consumer processes (each delivering to a receiver), and every consumer built
+# on librdkafka (whose settings are dotted).
+LAB_CONSUMERS = ("source", "dispatcher")
+LIBRDKAFKA_CLIENTS = ("confluent", *LAB_CONSUMERS)
 
 
 def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec]:
@@ -346,7 +349,8 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
     writer = PartWriter(out / "samples" / "memory", MEMORY_SAMPLE_FIELDS, prefix="memory")
-    kind = _LabConsumer if spec.client in ("source", "dispatcher") else _ClientConsumer
+    lab = spec.client in LAB_CONSUMERS
+    kind = _LabConsumer if lab else _ClientConsumer
     consumer = kind(options, spec, bootstrap, topic, group, produced, out, env)
     child = consumer.child
     echo(f"  consumer {spec.name} started, pid {child.pid}")
@@ -365,7 +369,6 @@ def _consume(options, spec, partitions, bootstrap, topic, group, produced, out, 
     first_ns = done.get("first_message_ns") or last_progress.get("first_message_ns")
     first_s = None if first_ns is None else (first_ns - started_ns) / 1e9
     figures = memory_figures(series, first_s, drained_s, hwm) if series else None
-    lab = spec.client in ("source", "dispatcher")
     prediction = predicted(
         spec.client,
         dict(spec.settings),

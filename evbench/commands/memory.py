@@ -88,13 +88,13 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from evbench.memory import MemoryOptions, consumer_specs, run_memory
+    from evbench.memory import LAB_CONSUMERS, MemoryOptions, consumer_specs, run_memory
 
     try:
         specs = tuple(consumer_specs(args.consumers, tuple(args.consumer)))
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
-    lab = [s.name for s in specs if s.client in ("source", "dispatcher")]
+    lab = [s.name for s in specs if s.client in LAB_CONSUMERS]
     bare_only = [
         flag
         for flag, given in (
