@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from analysis.verdicts import Thresholds
+
 HOLDS, BREAKS, SENDER_LIMITED = "holds", "breaks", "sender-limited"
 
 
@@ -51,6 +53,13 @@ def parse_resolution(text: str) -> Resolution:
 
 
 @dataclass(frozen=True)
+class Probe:
+    rate_per_s: int
+    hold_s: int
+    confirm: bool = False
+
+
+@dataclass(frozen=True)
 class SearchPlan:
     from_per_s: int
     max_per_s: int
@@ -59,19 +68,19 @@ class SearchPlan:
     probe_s: int = 30  # each probe's hold
     confirm_s: int = 120  # the final confirmation's hold (like 1k-long)
     max_probes: int = 30
+    # The breaking-point rule judges no step of fewer events (insufficient data): a probe at a
+    # low rate holds longer, so that every probe is judged.
+    min_events: int = Thresholds.min_events
 
-
-@dataclass(frozen=True)
-class Probe:
-    rate_per_s: int
-    hold_s: int
-    confirm: bool = False
+    def probe(self, rate_per_s: int, confirm: bool = False) -> Probe:
+        hold_s = self.confirm_s if confirm else self.probe_s
+        return Probe(rate_per_s, max(hold_s, math.ceil(self.min_events / rate_per_s)), confirm)
 
 
 @dataclass(frozen=True)
 class Outcome:
     probe: Probe
-    verdict: str  # HOLDS, BREAKS or SENDER_LIMITED (insufficient data counts as a break)
+    verdict: str  # HOLDS, BREAKS or SENDER_LIMITED
     reasons: tuple[str, ...] = ()
     achieved_per_s: float | None = None  # what the sender managed (for SENDER_LIMITED)
     workers: int = 1
@@ -119,7 +128,7 @@ def next_step(plan: SearchPlan, outcomes: list[Outcome]) -> Probe | Result:
         return Result(answer, hold, broke, why, symptom, needed, n)
 
     if n == 0:
-        return Probe(plan.from_per_s, plan.probe_s)
+        return plan.probe(plan.from_per_s)
     last = outcomes[-1]
     if last.verdict == SENDER_LIMITED:
         rate, achieved = last.probe.rate_per_s, last.achieved_per_s or 0.0
@@ -137,19 +146,19 @@ def next_step(plan: SearchPlan, outcomes: list[Outcome]) -> Probe | Result:
         return result(None, f"gave up after {n} probes without a confirmed rate")
     if broke is None:  # still growing
         if hold is not None and hold >= plan.max_per_s:
-            return Probe(hold, plan.confirm_s, confirm=True)
+            return plan.probe(hold, confirm=True)
         top = hold if hold is not None else plan.from_per_s
-        return Probe(min(plan.max_per_s, max(top + 1, math.ceil(top * plan.growth))), plan.probe_s)
+        return plan.probe(min(plan.max_per_s, max(top + 1, math.ceil(top * plan.growth))))
     if hold is None:  # broke with nothing holding below: grow downwards
         lower = math.floor(min(o.probe.rate_per_s for o in outcomes) / plan.growth)
         if lower < 1:
             return result(None, f"broke at every rate down to {broke}/s")
-        return Probe(lower, plan.probe_s)
+        return plan.probe(lower)
     middle = (hold + broke) // 2
     if not plan.resolution.gap_ok(hold, broke) and middle > hold:
-        return Probe(middle, plan.probe_s)
+        return plan.probe(middle)
     # Within the resolution: confirm the highest hold (for the confirmation's longer hold).
-    return Probe(hold, plan.confirm_s, confirm=True)
+    return plan.probe(hold, confirm=True)
 
 
 def _confirming(
@@ -188,5 +197,5 @@ def _confirming(
         lower = broke - plan.resolution.step(broke) * 2 ** (failed - 1)
         if lower < 1:
             return replace(found, why="no rate held for the confirmation's hold")
-        return Probe(lower, plan.confirm_s, confirm=True)
-    return Probe((held + broke) // 2, plan.confirm_s, confirm=True)
+        return plan.probe(lower, confirm=True)
+    return plan.probe((held + broke) // 2, confirm=True)

@@ -6,8 +6,11 @@ help, run.json's topology and the default matrix follow from it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from evbench.shared.errors import EvbenchError
-from suts.driver import Sut
+from suts.driver import LabSettings, Sut
 
 
 class Direct(Sut):
@@ -145,3 +148,33 @@ class External(Sut):
         raise EvbenchError(
             "--sut external needs --ingress URL, or --kafka-bootstrap HOST:PORT with --topic"
         )
+
+
+class KnownCapacity(Sut):
+    """A hop that forwards at most `rate_per_s` events/s with a bounded queue (suts/capacity.py):
+    what the capacity search is calibrated against (tests/e2e/test_search.py,
+    benchmarks/search_known.py). Not in the lab's registry: it models no real system."""
+
+    name = "capacity"
+    summary = "a hop of known capacity (bounded queue, paced forwarding)"
+    topology = "sender -> capacity hop -> receiver"
+    local = False
+    rate_per_s: float = 0.0
+    queue_limit: int = 300
+
+    def _start(self, subscriber: str) -> str:
+        return self._component(
+            "hop", "capacity", "--subscriber", subscriber, "--rate", str(self.rate_per_s),
+            "--queue-limit", str(self.queue_limit),
+        )  # fmt: skip
+
+
+def known_capacity(rate_per_s: float, queue_limit: int = 300) -> Callable[..., Sut]:
+    """`evbench.search.search`'s `make` for a KnownCapacity hop."""
+
+    def make(name: str, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
+        system = KnownCapacity(settings, logs, run_id, host)
+        system.rate_per_s, system.queue_limit = rate_per_s, queue_limit
+        return system
+
+    return make

@@ -21,36 +21,112 @@ def _whole_seconds(text: str) -> int:
     return int(value)
 
 
+_DESCRIPTION = """\
+Find the highest rate each system sustains, by probing:
+
+  1. grow the rate geometrically from --from until a probe breaks (or --max holds);
+  2. bisect between the highest holding and the lowest breaking rate until the gap is
+     within --resolution;
+  3. confirm the answer with a --confirm hold; if it breaks, step down and confirm again.
+
+Each probe is judged from its own records by the reports' breaking-point rule, plus the
+optional --slo. A probe the sender could not hold is never a break: the search stops,
+saying the instrument is the limit and how many --workers would hold the rate.
+
+Between warm probes the system settles until nothing has arrived for --settle (a backlog
+left by a breaking probe would break the next one); one still delivering after --grace-cap
+is restarted. --fresh restarts the system (and its broker) before every probe instead.
+
+Several systems (--sut a,b; default: every local one) are searched in turn under one run
+id. Every probe is a step of the run: `evbench analyze`, the report and `evbench compare`
+show each system's capacity with its bracket and its probes.
+
+  evbench search --sut channel-imc
+  evbench search --sut broker-kafka --hold 15s --confirm 60s --resolution 5%
+  evbench search --sut direct --from 8000 --workers 2
+"""
+
+
 def add(commands: argparse._SubParsersAction) -> None:
     search = commands.add_parser(
         "search",
         help="find the highest rate a system sustains (grow, bisect, confirm)",
-        description="Probe one system: grow the rate geometrically from --from until a probe "
-        "breaks, bisect between the highest holding and the lowest breaking rate until the "
-        "gap is within --resolution, then confirm the answer with a --confirm-long hold (if it "
-        "breaks, step down and confirm again). Each probe is judged by the reports' breaking-"
-        "point rule and the optional --slo; a probe the sender could not hold ends the search "
-        "saying the instrument is the limit. The probes are the steps of one run, analysed "
-        "like any other.",
+        description=_DESCRIPTION,
         epilog=SUT_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_lab_arguments(search)
-    search.add_argument("--from", dest="from_per_s", type=at_least_one, default=500, metavar="R")
-    search.add_argument("--max", dest="max_per_s", type=at_least_one, default=100_000, metavar="R")
     search.add_argument(
-        "--resolution", default="2%", help="how close the bracket must close: 2%% or 50/s"
-    )
-    search.add_argument("--hold", type=_whole_seconds, default=30, metavar="S", help="each probe")
-    search.add_argument(
-        "--confirm", type=_whole_seconds, default=120, metavar="S", help="the final hold"
-    )
-    search.add_argument("--slo", default="", help="also require, e.g. e2e-p99<=200ms,lost<=0.1%%")
-    search.add_argument(
-        "--fresh", action="store_true", help="restart the system before every probe (2019)"
+        "--from",
+        dest="from_per_s",
+        type=at_least_one,
+        default=500,
+        metavar="R",
+        help="the first probe's rate in events/s (default %(default)s)",
     )
     search.add_argument(
-        "--settle", type=seconds, default=10.0, metavar="S", help="pause between warm probes"
+        "--max",
+        dest="max_per_s",
+        type=at_least_one,
+        default=100_000,
+        metavar="R",
+        help="never probe above this rate (default %(default)s)",
+    )
+    search.add_argument(
+        "--resolution",
+        default="2%",
+        help="stop bisecting when the highest hold and the lowest break are this close: a share "
+        "of the rate (2%%) or a rate (50/s) (default %(default)s)",
+    )
+    search.add_argument(
+        "--hold",
+        type=_whole_seconds,
+        default=30,
+        metavar="S",
+        help="each probe's hold (default 30 s; longer at low rates, so that a probe has the "
+        "100 events the rule judges)",
+    )
+    search.add_argument(
+        "--confirm",
+        type=_whole_seconds,
+        default=120,
+        metavar="S",
+        help="the confirming hold of the answer, like 1k-long (default 120 s)",
+    )
+    search.add_argument(
+        "--slo",
+        default="",
+        help="a holding probe must also meet this, e.g. e2e-p99<=200ms,lost<=0.1%% (the P99 from "
+        "the intended send time; default: the breaking-point rule alone)",
+    )
+    search.add_argument(
+        "--fresh",
+        action="store_true",
+        help="restart the system (and its broker) before every probe, the 2019 discipline "
+        "(default: warm, with --settle between probes)",
+    )
+    search.add_argument(
+        "--settle",
+        type=seconds,
+        default=10.0,
+        metavar="S",
+        help="between warm probes, wait until nothing has arrived for this long (default 10)",
+    )
+    search.add_argument(
+        "--grace-cap",
+        type=seconds,
+        default=60.0,
+        metavar="S",
+        help="never wait for a probe's deliveries, or for a warm system to settle, longer than "
+        "this; a system still delivering then is restarted (default 60)",
+    )
+    search.add_argument(
+        "--workers",
+        type=at_least_one,
+        default=1,
+        metavar="N",
+        help="sender processes per probe (default 1; above 1 a Locust fleet, as in `evbench "
+        "run --workers`): for a system faster than one sender holds",
     )
     search.add_argument("--run-id", default=None)
     search.add_argument("--runs-dir", type=Path, default=None)
@@ -63,11 +139,12 @@ def main(args: argparse.Namespace) -> int:
     from evbench.probejudge import parse_objective
     from evbench.search import SearchOptions, search
     from evbench.searchplan import SearchPlan, parse_resolution
+    from evbench.shared.layout import next_run_id, sut_dir_for
+    from suts.lab import LOCAL_SUTS
 
-    if not args.sut or len(args.sut) != 1:
-        raise EvbenchError("search one system at a time: --sut NAME")
     if args.warmup:
         raise EvbenchError("--warmup does not apply to a search: its first probes warm the system")
+    suts = tuple(args.sut or LOCAL_SUTS)
     try:
         plan = SearchPlan(
             args.from_per_s,
@@ -79,19 +156,43 @@ def main(args: argparse.Namespace) -> int:
         objective = parse_objective(args.slo)
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
-    opts = SearchOptions(
-        sut=args.sut[0],
-        plan=plan,
-        runs_dir=args.runs_dir or default_runs_dir(),
-        run_id=args.run_id,
-        send=knobs_from_args(args),
-        lab=lab_settings(args),
-        fresh=args.fresh,
-        settle_s=args.settle,
-        objective=objective,
-    )
-    sut_dir, result = search(opts, echo)
+    runs_dir = args.runs_dir or default_runs_dir()
+    run_id = args.run_id or next_run_id(runs_dir, "search")
+    for name in suts:  # before anything starts: results are never overwritten
+        if (root := sut_dir_for(runs_dir, run_id, "search", name).root).exists():
+            raise EvbenchError(f"{root} already exists: choose another --run-id")
+    statuses = []
+    for number, name in enumerate(suts, 1):
+        if len(suts) > 1:
+            echo(f"[{number}/{len(suts)}] {name}")
+        opts = SearchOptions(
+            sut=name,
+            plan=plan,
+            runs_dir=runs_dir,
+            run_id=run_id,
+            send=knobs_from_args(args),
+            lab=lab_settings(args),
+            workers=args.workers,
+            fresh=args.fresh,
+            settle_s=args.settle,
+            objective=objective,
+            grace_cap_s=args.grace_cap,
+        )
+        try:
+            searched = search(opts, echo)
+        except EvbenchError as exc:
+            if len(suts) == 1:
+                raise
+            echo(f"{name} failed: {exc}\ngoing on with the next system")
+            statuses.append("failed")
+            continue
+        statuses.append(searched.status)
+        if searched.status == "interrupted":
+            echo(f"stopping: {len(suts) - number} systems not searched")
+            break
+    code = 130 if "interrupted" in statuses else 1 if "failed" in statuses else 0
     if args.no_analyze:
-        return 0
-    code = analyze_path(sut_dir.root, "local[*]", 0.0)
-    return code if result is not None else 130
+        return code
+    run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
+    analysed = analyze_path(run_root if len(suts) > 1 else run_root / suts[0], "local[*]", 0.0)
+    return code or analysed

@@ -80,6 +80,46 @@ class ClockDoc(TypedDict):
     receiver_shift_ns: NotRequired[int]  # the receiver's --clock-shift (a simulated skew)
 
 
+class SearchProbeDoc(TypedDict):
+    """One probe of `evbench search`: a step of the run, with the verdict the search acted on."""
+
+    step: int
+    rate_per_s: int
+    hold_s: int
+    confirm: bool  # the long hold that confirms an answer
+    start_ns: int
+    verdict: str  # holds | breaks | sender-limited (analysis.verdicts)
+    reasons: list[str]
+    e2e_p99_ms: float | None  # exact, from the probe's records
+    sender_ratio: float
+    restarted: NotRequired[str | None]  # why the system started afresh before it (None: warm)
+
+
+class SearchResultDoc(TypedDict):
+    """What the search found (evbench.searchplan.Result)."""
+
+    max_sustainable_per_s: int | None  # None: nothing confirmed, or the instrument was the limit
+    highest_hold_per_s: int | None
+    lowest_break_per_s: int | None
+    why: str
+    symptom: list[str]  # the lowest break's reasons
+    workers_needed: int | None  # when the sender was the limit
+    probes: int
+
+
+class SearchDoc(TypedDict):
+    """run.json's `search` (and summary.json's, as found): how `evbench search` probed."""
+
+    plan: dict[str, Any]  # evbench.searchplan.SearchPlan
+    fresh: bool  # the system restarted before every probe
+    settle_s: float | None  # quiet time between warm probes
+    workers: NotRequired[int]
+    objective: dict[str, Any]  # evbench.probejudge.Objective
+    probes: list[SearchProbeDoc]
+    result: SearchResultDoc | None  # None: interrupted or failed
+    minutes: float
+
+
 class RunDoc(TypedDict):
     """run.json: everything that shaped a run (DESIGN §3). Written by `evbench run` (at the
     schedule start with status "running", again at the end) and by `evbench import-knative`.
@@ -110,7 +150,7 @@ class RunDoc(TypedDict):
     started_ns: NotRequired[int]
     ended_ns: NotRequired[int]
     # `evbench search`: its plan, every probe with its verdict, and the result
-    search: NotRequired[dict[str, Any]]
+    search: NotRequired[SearchDoc]
     # `evbench import-knative`
     imported_from: NotRequired[str]
     notes: NotRequired[str]
@@ -218,7 +258,7 @@ class SummaryDoc(TypedDict):
     max_sustainable_rate_per_s: int | None
     thresholds: dict[str, Any]
     clock: NotRequired[ClockSummaryDoc]  # absent in summaries written before clock offsets
-    search: NotRequired[dict[str, Any]]  # `evbench search`: run.json's search, as found
+    search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
 
 
 # progress lines (JSON, one per line on stdout) ---------------------------------------------

@@ -1,4 +1,5 @@
-"""The capacity search against systems of known capacity (real processes on loopback)."""
+"""The capacity search against real processes on loopback: hops of known capacity, the bare
+instruments (a rate no single sender holds), and a system left with a backlog."""
 
 from __future__ import annotations
 
@@ -12,35 +13,16 @@ from evbench.shared.documents import RunDoc, problems
 from evbench.shared.parquet import read_parts
 from evbench.shared.records import SENT_FIELDS
 from loadgen.settings import SendKnobs
-from suts.driver import Sut
+from suts.drivers import known_capacity
+from suts.lab import make_sut
 
 pytestmark = pytest.mark.e2e
-
-
-class Capacity(Sut):
-    """A hop that forwards at most `rate` events/s to the receiver, with a bounded queue."""
-
-    name = "capacity"
-    summary = "test system of known capacity"
-    topology = "sender -> capacity hop -> receiver"
-    rate = 0
-
-    def _start(self, subscriber: str) -> str:
-        return self._component(
-            "hop", "capacity", "--subscriber", subscriber, "--rate", str(self.rate),
-            "--queue-limit", "300",
-        )  # fmt: skip
 
 
 # Off the probe grid (100, 200, 400, ... and their midpoints): a capacity probed exactly has no
 # headroom, and any stall would read as a rise.
 @pytest.mark.parametrize("capacity", [330, 730])
 def test_the_search_brackets_a_known_capacity(tmp_path, capacity):
-    def make(name, lab, logs, run_id, host="127.0.0.1"):
-        system = Capacity(lab, logs, run_id, host)
-        system.rate = capacity
-        return system
-
     resolution = Resolution(fraction=0.10)
     opts = SearchOptions(
         sut="capacity",
@@ -52,16 +34,69 @@ def test_the_search_brackets_a_known_capacity(tmp_path, capacity):
         grace_s=2.0,
     )
     lines: list[str] = []
-    sut_dir, result = search(opts, lines.append, make=make)
-    assert result is not None, lines
+    searched = search(opts, lines.append, make=known_capacity(capacity))
+    result = searched.result
+    assert searched.status == "completed" and result is not None, lines
     assert result.highest_hold_per_s <= capacity < result.lowest_break_per_s, lines
     assert result.max_sustainable_per_s == result.highest_hold_per_s
     assert resolution.gap_ok(result.highest_hold_per_s, result.lowest_break_per_s)
     # the whole search is one run: every probe a step, in run.json and in the records
-    run = json.loads(sut_dir.run_json.read_text())
+    run = json.loads(searched.sut_dir.run_json.read_text())
     assert problems(run, RunDoc) == [] and run["status"] == "completed"
+    assert run["instrument_failures"] == [] and run["receiver"]["stats"]["received"] > 0
     probes = run["search"]["probes"]
     assert len(probes) == result.probes == len(run["pace"]["steps"])
     assert probes[-1]["confirm"] and probes[-1]["verdict"] == "holds"
-    steps = {r["step"] for r in read_parts(sut_dir.sent, SENT_FIELDS).to_pylist()}
+    # the hop's queue (300 events) drains within the settle: the system stayed warm throughout
+    assert [p["restarted"] for p in probes] == [None] * len(probes)
+    steps = {r["step"] for r in read_parts(searched.sut_dir.sent, SENT_FIELDS).to_pylist()}
     assert steps == set(range(1, len(probes) + 1))
+
+
+def test_a_rate_no_sender_holds_ends_the_search_with_the_instrument_as_the_limit(tmp_path):
+    # 100,000 events/s from one process is beyond any Python sender (this one holds about
+    # 20,000/s on two cores): the instruments alone cannot keep the pace, and the search must
+    # say so rather than name a breaking point.
+    opts = SearchOptions(
+        sut="direct",
+        plan=SearchPlan(100_000, 100_000, Resolution(fraction=0.1), probe_s=1, confirm_s=1),
+        runs_dir=tmp_path,
+        run_id="s",
+        send=SendKnobs(payload_bytes=256),
+        grace_s=2.0,
+    )
+    lines: list[str] = []
+    searched = search(opts, lines.append, make=make_sut)
+    result = searched.result
+    assert searched.status == "completed" and result is not None, lines
+    assert result.max_sustainable_per_s is None and result.lowest_break_per_s is None, lines
+    assert "the instrument is the limit" in result.why
+    assert result.workers_needed is not None and result.workers_needed >= 2
+    assert f"--workers {result.workers_needed}" in lines[-1]
+    run = json.loads(searched.sut_dir.run_json.read_text())
+    assert [p["verdict"] for p in run["search"]["probes"]] == ["sender-limited"]
+
+
+def test_a_system_still_delivering_a_backlog_is_restarted_before_the_next_probe(tmp_path):
+    # 40/s of capacity and 1,000 events of queue: a 3 s probe at 400/s leaves a backlog that
+    # takes about 20 s to deliver, far beyond the 3 s cap on settling.
+    opts = SearchOptions(
+        sut="capacity",
+        plan=SearchPlan(400, 400, Resolution(per_s=1), probe_s=3, confirm_s=3, max_probes=2),
+        runs_dir=tmp_path,
+        run_id="s",
+        send=SendKnobs(payload_bytes=256),
+        settle_s=1.0,
+        grace_s=1.0,
+        grace_cap_s=3.0,
+    )
+    lines: list[str] = []
+    searched = search(opts, lines.append, make=known_capacity(40, queue_limit=1000))
+    assert searched.status == "completed", lines
+    run = json.loads(searched.sut_dir.run_json.read_text())
+    probes = run["search"]["probes"]
+    assert [p["verdict"] for p in probes] == ["breaks", "breaks"], lines
+    assert probes[0]["restarted"] is None
+    assert probes[1]["restarted"] == "still delivering a backlog after 3 s", lines
+    assert any("restarting it" in line for line in lines)
+    assert "gave up after 2 probes" in searched.result.why

@@ -133,3 +133,21 @@ def test_a_bad_resolution_names_itself(text):
 )
 def test_workers_needed(target, achieved, workers, needed):
     assert workers_needed(target, achieved, workers) == needed
+
+
+@pytest.mark.parametrize(
+    ("rate", "confirm", "hold_s"),
+    [(1000, False, 30), (2, False, 50), (3, False, 34), (1, True, 120), (4, True, 120)],
+)
+def test_a_low_rate_probe_holds_long_enough_to_be_judged(rate, confirm, hold_s):
+    # 100 events is the rule's minimum (insufficient data below): 2/s holds 50 s, not 30
+    probe = SearchPlan(1, 10, Resolution(per_s=1), min_events=100).probe(rate, confirm)
+    assert probe == Probe(rate, hold_s, confirm)
+    assert probe.rate_per_s * probe.hold_s >= 100
+
+
+def test_a_search_from_a_low_rate_never_probes_fewer_events_than_the_rule_judges():
+    plan = SearchPlan(1, 1000, Resolution(per_s=1), probe_s=3, confirm_s=6, min_events=100)
+    _, outcomes = search(plan, capacity(37))
+    assert all(o.probe.rate_per_s * o.probe.hold_s >= 100 for o in outcomes)
+    assert outcomes[0].probe == Probe(1, 100)
