@@ -45,6 +45,7 @@ bench: $(STAMP) bench-tools
 	$(BIN)/python benchmarks/sender_stuck.py
 	$(BIN)/python benchmarks/receiver_rate.py
 	$(BIN)/python benchmarks/fleet_rate.py --repeats 3
+	$(BIN)/python benchmarks/search_known.py
 	$(BIN)/python benchmarks/clock_skew.py --repeats 3
 
 clean:

@@ -59,6 +59,7 @@ from analysis.verdicts import (
     breaking_point,
     instrument_failures,
     judge,
+    search_verdict_text,
     slope_rise_ms,
     under_instrument_failure,
     verdict_text,
@@ -424,16 +425,18 @@ def _summary(
     # An instrument failure names no breaking point and no sustainable rate: what it broke
     # would be charged to the system under test.
     point, sustainable = (None, None) if failures else breaking_point(verdicts)
+    verdict = verdict_text(point, sustainable, failures)
     if not failures and (found := (run.get("search") or {}).get("result")):
         # A search's probes are not a staircase (it bisects and confirms): its own bracket,
         # judged probe by probe as it went, is the answer, not a reading of the steps in order.
         point, sustainable = found["lowest_break_per_s"], found["max_sustainable_per_s"]
+        verdict = search_verdict_text(found)
     return {
         "run_id": run["run_id"],
         "sut": run["sut"],
         "pace": run["pace"]["name"],
         "status": run.get("status"),
-        "verdict": verdict_text(point, sustainable, failures),
+        "verdict": verdict,
         "instrument_failures": list(failures),
         "schedule_start_ns": inputs.start_ns,
         "schedule_start_from": inputs.start_source,

@@ -353,6 +353,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[dict]:
                     "send_failures": summary["counts"]["send_failures"],
                     "lost": summary["counts"]["lost"],
                     "searched": "search" in summary,
+                    "verdict": summary["verdict"],
                     "report": SutDir(path.parent.parent).report_html,
                 }
             )
@@ -378,10 +379,10 @@ def _comparison_cell(row: dict) -> str:
     point = row["breaking_point_per_s"]
     if row.get("instrument_failures"):
         return "instrument failed"  # no figure of that run speaks for the system
-    verdict = f"breaks at {point}/s" if point else "held"
-    if row.get("searched"):
-        verdict = f"searched: {verdict}"  # a bracket found by probing, not a staircase's step
     tail = "max" if row["p9999_is_max"] else "p99.99"
+    if row.get("searched"):  # a bracket found by probing, or why none was, in the search's words
+        return f"{row['verdict']}, e2e {tail} {row['p9999_e2e_ms']} ms"
+    verdict = f"breaks at {point}/s" if point else "held"
     return (
         f"{verdict}, max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s, "
         f"e2e {tail} {row['p9999_e2e_ms']} ms"

@@ -280,3 +280,20 @@ def verdict_text(
     if max_sustainable_rate_per_s:
         return f"held every judged step; {sustainable}"
     return "no step could be judged (sender-limited or too few events)"
+
+
+def search_verdict_text(result: dict) -> str:
+    """The one-line verdict of a capacity search (`evbench search`), from its result
+    (run.json's search.result): the bracket it found, or why it found none."""
+    found, broke = result.get("max_sustainable_per_s"), result.get("lowest_break_per_s")
+    held = result.get("highest_hold_per_s")
+    if found and broke:
+        return f"searched: max sustainable {found}/s (held {found}/s, broke {broke}/s)"
+    if found:
+        return f"searched: max sustainable {found}/s (the highest rate probed; nothing broke)"
+    if result.get("workers_needed"):
+        return (
+            f"searched: the sender was the limit, not the system (held {held or '-'}/s; "
+            f"about {result['workers_needed']} sender workers needed)"
+        )
+    return f"searched: no rate confirmed ({result.get('why', '')})"

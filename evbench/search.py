@@ -144,7 +144,7 @@ class _Session:
                 self._record("running")
             result = probe
             status = "completed"
-            echo(_result_line(result))
+            echo(_result_line(result, (time.time_ns() - self.started_ns) / 60e9))
         except _InstrumentFailed as exc:
             self.failures.append(str(exc))
             echo(f"search failed: {exc}")
@@ -392,11 +392,15 @@ def _records(sent_parts: list[Path], received_dir: Path) -> ProbeRecords:
     )
 
 
-def _result_line(result: Result) -> str:
+def _result_line(result: Result, minutes: float) -> str:
+    """The search's last words: the answer with its bracket, what broke, probes and minutes."""
+    spent = f"{result.probes} probes in {minutes:.1f} min"
     if result.max_sustainable_per_s is None:
-        return f"search ended: {result.why}"
-    return (
+        return f"search ended after {spent}: {result.why}"
+    line = (
         f"max sustainable rate {result.max_sustainable_per_s}/s (held {result.highest_hold_per_s}"
-        f"/s, broke {result.lowest_break_per_s or '-'}/s) after {result.probes} probes: "
-        f"{result.why}"
+        f"/s, broke {result.lowest_break_per_s or '-'}/s) after {spent}: {result.why}"
     )
+    if result.symptom:
+        line += f"\n  at {result.lowest_break_per_s}/s: {'; '.join(result.symptom)}"
+    return line

@@ -5,8 +5,10 @@ The search finds the highest rate a system sustains: it grows the rate geometric
 rate until the gap is within the resolution, then confirms the highest holding rate with a
 longer hold; if the confirmation breaks, that rate is a break too and the next lower rate is
 confirmed instead. A probe the sender could not hold (`sender-limited`) is never a break: the
-search stops and says the instrument is the limit. Every decision is a function of the probes
-so far, so the same history gives the same next probe, and a search can be replayed.
+search goes on below it only (a break may lie there: an overloaded system sharing the sender's
+host starves the sender too) and, once the gap to it is within the resolution, stops saying the
+instrument is the limit. Every decision is a function of the probes so far, so the same history
+gives the same next probe, and a search can be replayed.
 """
 
 from __future__ import annotations
@@ -116,12 +118,41 @@ def workers_needed(target_per_s: int, achieved_per_s: float, workers: int) -> in
     return math.ceil(target_per_s / per_worker)
 
 
+def instrument_limit(outcome: Outcome, held: int | None) -> tuple[str, int | None]:
+    """Why a sender-limited probe ends the search, in words, and the sender workers that would
+    hold its rate (None when more workers on the same host would not help)."""
+    rate, achieved = outcome.probe.rate_per_s, outcome.achieved_per_s or 0.0
+    floor = f", which held {held}/s" if held is not None else ""
+    needed = workers_needed(rate, achieved, outcome.workers)
+    if needed > outcome.workers:
+        return (
+            f"the sender could not hold {rate}/s (it sent {achieved:.0f}/s): the instrument is "
+            f"the limit, not the system{floor}; about {needed} sender workers would hold it "
+            f"(--workers {needed})",
+            needed,
+        )
+    # It sent the whole rate but late: its host is short of CPU, most likely because the system
+    # under test shares it, and more sender processes there would only share it further.
+    return (
+        f"the sender sent {rate}/s but fell behind its slots ({'; '.join(outcome.reasons)}): the "
+        f"instrument is the limit, not the system{floor}; its host is short of CPU (the system "
+        "under test competes for it): run the sender on cores or a host of its own",
+        None,
+    )
+
+
 def next_step(plan: SearchPlan, outcomes: list[Outcome]) -> Probe | Result:
     """The next probe, or the result when the search is over."""
     n = len(outcomes)
     hold, broke = bracket(outcomes)
     symptom = next(
         (o.reasons for o in outcomes if o.verdict == BREAKS and o.probe.rate_per_s == broke), ()
+    )
+    # The lowest rate the sender could not hold: nothing is learnt at or above it.
+    limited = min(
+        (o for o in outcomes if o.verdict == SENDER_LIMITED),
+        key=lambda o: o.probe.rate_per_s,
+        default=None,
     )
 
     def result(answer: int | None, why: str, needed: int | None = None) -> Result:
@@ -130,20 +161,23 @@ def next_step(plan: SearchPlan, outcomes: list[Outcome]) -> Probe | Result:
     if n == 0:
         return plan.probe(plan.from_per_s)
     last = outcomes[-1]
-    if last.verdict == SENDER_LIMITED:
-        rate, achieved = last.probe.rate_per_s, last.achieved_per_s or 0.0
-        needed = workers_needed(rate, achieved, last.workers)
-        return result(
-            None,
-            f"the sender could not hold {rate}/s (it sent {achieved:.0f}/s): the instrument is "
-            f"the limit, not the system; about {needed} sender workers would hold it "
-            f"(--workers {needed})",
-            needed,
-        )
+    if last.verdict == SENDER_LIMITED and last.probe.confirm:
+        return result(None, *instrument_limit(last, hold))
     if any(o.probe.confirm for o in outcomes):
         return _confirming(plan, outcomes, symptom)
     if n >= plan.max_probes:
         return result(None, f"gave up after {n} probes without a confirmed rate")
+    if limited is not None and (broke is None or limited.probe.rate_per_s < broke):
+        # The sender, not the system, bounds what can be learnt: a limited probe is never a
+        # break, but a break may still lie below it (an overloaded system on the same host
+        # starves the sender too), so bisect below it until the gap is within the resolution.
+        ceiling = limited.probe.rate_per_s
+        if hold is None:  # not even the first rate held: say so at once (the user chose --from)
+            return result(None, *instrument_limit(limited, hold))
+        middle = (hold + ceiling) // 2
+        if not plan.resolution.gap_ok(hold, ceiling) and middle > hold:
+            return plan.probe(middle)
+        return result(None, *instrument_limit(limited, hold))
     if broke is None:  # still growing
         if hold is not None and hold >= plan.max_per_s:
             return plan.probe(hold, confirm=True)

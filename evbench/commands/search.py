@@ -142,7 +142,8 @@ def main(args: argparse.Namespace) -> int:
     from evbench.shared.layout import next_run_id, sut_dir_for
     from suts.lab import LOCAL_SUTS
 
-    if args.warmup:
+    knobs = knobs_from_args(args)
+    if knobs.warmup:
         raise EvbenchError("--warmup does not apply to a search: its first probes warm the system")
     suts = tuple(args.sut or LOCAL_SUTS)
     try:
@@ -170,7 +171,7 @@ def main(args: argparse.Namespace) -> int:
             plan=plan,
             runs_dir=runs_dir,
             run_id=run_id,
-            send=knobs_from_args(args),
+            send=knobs,
             lab=lab_settings(args),
             workers=args.workers,
             fresh=args.fresh,

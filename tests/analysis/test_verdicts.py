@@ -15,6 +15,7 @@ from analysis.verdicts import (
     breaking_point,
     instrument_failures,
     judge,
+    search_verdict_text,
     slope_rise_ms,
     under_instrument_failure,
     verdict_text,
@@ -250,3 +251,26 @@ def test_an_instrument_failure_turns_breaks_into_instrument_failed_and_names_no_
     assert [v.verdict for v in after] == [HOLDS, INSTRUMENT_FAILED, SENDER_LIMITED]
     assert breaking_point(after)[0] is None
     assert verdict_text(1500, 1000, ("receiver died", "x")) == "instrument failed: receiver died; x"
+
+
+def _searched(found, held, broke, workers=None, why="gave up after 30 probes"):
+    return {
+        "max_sustainable_per_s": found,
+        "highest_hold_per_s": held,
+        "lowest_break_per_s": broke,
+        "workers_needed": workers,
+        "why": why,
+    }
+
+
+@pytest.mark.parametrize(
+    ("result", "text"),
+    [
+        (_searched(730, 730, 760), "searched: max sustainable 730/s (held 730/s, broke 760/s)"),
+        (_searched(3000, 3000, None), "searched: max sustainable 3000/s (the highest rate"),
+        (_searched(None, 16000, None, 2), "searched: the sender was the limit, not the system"),
+        (_searched(None, None, 100), "searched: no rate confirmed (gave up after 30 probes)"),
+    ],
+)
+def test_search_verdict_text(result, text):
+    assert search_verdict_text(result).startswith(text)

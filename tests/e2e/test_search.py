@@ -4,12 +4,14 @@ instruments (a rate no single sender holds), and a system left with a backlog.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from evbench.search import SearchOptions, search
 from evbench.searchplan import Resolution, SearchPlan
-from evbench.shared.documents import RunDoc, problems
+from evbench.shared.documents import RunDoc, SummaryDoc, problems
 from evbench.shared.parquet import read_parts
 from evbench.shared.records import SENT_FIELDS
 from loadgen.settings import SendKnobs
@@ -100,3 +102,37 @@ def test_a_system_still_delivering_a_backlog_is_restarted_before_the_next_probe(
     assert probes[1]["restarted"] == "still delivering a backlog after 3 s", lines
     assert any("restarting it" in line for line in lines)
     assert "gave up after 2 probes" in searched.result.why
+
+
+def test_evbench_search_two_systems_analysed_and_compared(tmp_path):
+    # The command a user types: each system searched in turn under one run id, then one
+    # analysis of both and `compare`, every figure naming the search's bracket.
+    evbench = [sys.executable, "-m", "evbench"]
+    search_cmd = [
+        *evbench, "search", "--sut", "direct,channel-imc", "--from", "200", "--max", "200",
+        "--hold", "1", "--confirm", "2", "--settle", "1", "--payload-bytes", "512",
+        "--runs-dir", str(tmp_path), "--run-id", "s",
+    ]  # fmt: skip
+    done = subprocess.run(search_cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "[2/2] channel-imc" in done.stderr
+    run_root = tmp_path / "s-search"
+    for sut in ("direct", "channel-imc"):
+        summary = json.loads((run_root / sut / "analysis" / "summary.json").read_text())
+        assert problems(summary, SummaryDoc) == []
+        assert summary["verdict"].startswith("searched: max sustainable 200/s"), summary["verdict"]
+        assert summary["max_sustainable_rate_per_s"] == 200
+        assert summary["breaking_point_per_s"] is None
+        # Spark's verdicts of the probes (from digests) agree with the search's (exact)
+        probes = summary["search"]["probes"]
+        assert [s["verdict"] for s in summary["steps"]] == [p["verdict"] for p in probes]
+    assert (run_root / "index.html").is_file()
+    compared = subprocess.run(
+        [*evbench, "compare", str(run_root), "--out", str(tmp_path / "c.html")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert compared.returncode == 0, compared.stderr
+    rows = [line for line in compared.stdout.splitlines() if "searched" in line]
+    assert len(rows) == 2 and all("max sustainable 200/s" in row for row in rows), compared.stdout

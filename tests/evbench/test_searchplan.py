@@ -76,11 +76,62 @@ def test_a_sender_that_cannot_hold_the_rate_ends_the_search_saying_so():
             return SENDER_LIMITED, 9000.0
         return HOLDS, float(probe.rate_per_s)
 
-    result, _ = search(SearchPlan(1000, 100_000, Resolution(fraction=0.02)), judge)
+    res = Resolution(fraction=0.02)
+    result, outcomes = search(SearchPlan(1000, 100_000, res), judge)
     assert result.max_sustainable_per_s is None  # never a false breaking point
-    assert result.lowest_break_per_s is None and result.highest_hold_per_s == 8000
+    assert result.lowest_break_per_s is None
+    # narrowed down to the sender's limit: the system holds at least that much
+    limited = min(o.probe.rate_per_s for o in outcomes if o.verdict == SENDER_LIMITED)
+    assert result.highest_hold_per_s <= 9000 < limited
+    assert res.gap_ok(result.highest_hold_per_s, limited)
+    assert not any(o.probe.confirm for o in outcomes)
     assert result.workers_needed == 2 and "--workers 2" in result.why
     assert "instrument is the limit" in result.why
+
+
+def lagging_sender(capacity, lag_from):
+    """A system of `capacity` on the sender's host: from `lag_from`/s on, the sender sends
+    every event but late (its host short of CPU), whatever the system does."""
+
+    def judge(probe):
+        if probe.rate_per_s >= lag_from:
+            return SENDER_LIMITED, float(probe.rate_per_s)
+        return (HOLDS if probe.rate_per_s <= capacity else BREAKS), float(probe.rate_per_s)
+
+    return judge
+
+
+def test_a_break_below_a_sender_limited_rate_is_still_found():
+    # channel-kafka on two cores: 4000/s starved the sender, but the system broke below that
+    res = Resolution(fraction=0.05)
+    result, outcomes = search(SearchPlan(500, 100_000, res), lagging_sender(2900, 4000))
+    assert result.highest_hold_per_s <= 2900 < result.lowest_break_per_s < 4000
+    assert result.max_sustainable_per_s == result.highest_hold_per_s
+    assert outcomes[-1].probe.confirm and outcomes[-1].verdict == HOLDS
+    assert max(o.probe.rate_per_s for o in outcomes) == 4000  # never above the limited rate
+
+
+def test_a_sender_that_sends_the_rate_late_is_not_told_to_add_workers():
+    res = Resolution(fraction=0.05)
+    result, _ = search(SearchPlan(500, 100_000, res), lagging_sender(10**6, 6000))
+    assert result.max_sustainable_per_s is None and result.lowest_break_per_s is None
+    assert result.workers_needed is None and "--workers" not in result.why
+    assert "host is short of CPU" in result.why
+    assert res.gap_ok(result.highest_hold_per_s, 6000) and result.highest_hold_per_s < 6000
+
+
+def test_a_confirmation_the_sender_could_not_hold_ends_the_search():
+    plan = SearchPlan(1000, 2000, Resolution(fraction=0.05))
+    history = [
+        Outcome(Probe(1000, 30), HOLDS, (), 1000.0),
+        Outcome(Probe(2000, 30), HOLDS, (), 2000.0),
+        Outcome(
+            Probe(2000, 120, confirm=True), SENDER_LIMITED, ("sender lag p99 12.0 ms",), 2000.0
+        ),
+    ]
+    result = next_step(plan, history)
+    assert isinstance(result, Result) and result.max_sustainable_per_s is None
+    assert "sender lag p99 12.0 ms" in result.why and "instrument is the limit" in result.why
 
 
 def test_a_system_stronger_than_the_maximum_is_confirmed_at_the_maximum():
@@ -151,3 +202,10 @@ def test_a_search_from_a_low_rate_never_probes_fewer_events_than_the_rule_judges
     _, outcomes = search(plan, capacity(37))
     assert all(o.probe.rate_per_s * o.probe.hold_s >= 100 for o in outcomes)
     assert outcomes[0].probe == Probe(1, 100)
+
+
+def test_a_sender_that_cannot_hold_the_first_rate_ends_the_search_at_once():
+    plan = SearchPlan(50_000, 100_000, Resolution(fraction=0.05))
+    result = next_step(plan, [Outcome(Probe(50_000, 30), SENDER_LIMITED, (), 20_000.0)])
+    assert isinstance(result, Result) and result.highest_hold_per_s is None
+    assert result.workers_needed == 3 and "--workers 3" in result.why
