@@ -16,7 +16,11 @@ never as a breaking point.
 
 from __future__ import annotations
 
+import queue
 import secrets
+import signal
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,6 +30,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from confluent_kafka import KafkaException
 
 from analysis.verdicts import HOLDS, SENDER_LIMITED, Thresholds
 from evbench.instruments import start_receiver
@@ -43,11 +48,14 @@ from evbench.runner import (
 from evbench.samples import ProcessSampler
 from evbench.searchplan import BREAKS, Outcome, Probe, Result, SearchPlan, next_step
 from evbench.shared.documents import SearchDoc, SearchProbeDoc
+from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
 from evbench.shared.parquet import part_files
+from evbench.shared.procs import Child
 from loadgen.pace import parse_pace
 from loadgen.settings import SenderSettings, SendKnobs
 from suts.lab import LabSettings, Sut, make_sut
+from suts.lag import ConsumerLagSampler
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,9 @@ class _Session:
         self.failures: list[str] = []
         self.sut: Sut | None = None
         self.target = ""
+        self.restarts = 0
+        self.lag: ConsumerLagSampler | None = None
+        self.pending: Probe | None = None  # the probe under way, in run.json's steps
         self.sampler = ProcessSampler(sut_dir.samples)
         self.client = httpx.Client(timeout=2.0)
         self.receiver, self.base_url = start_receiver(
@@ -130,51 +141,92 @@ class _Session:
         result: Result | None = None
         status = "failed"
         receiver_report: dict = {}
+        # run.json from the start, naming the probe under way: a search interrupted or failed
+        # in its first probe keeps its records as a run too.
+        first = next_step(self.opts.plan, [])
+        assert isinstance(first, Probe)  # a search always begins with a probe
+        self.pending = first
         try:
+            self._record("running")
             self._start_sut(make)
             restart: str | None = None
             while isinstance(probe := next_step(self.opts.plan, self._outcomes()), Probe):
                 if self.probed:
                     restart = self._between_probes(echo)
                 if restart is not None:
-                    assert self.sut is not None
-                    self.sut.stop()
-                    self._start_sut(make)
+                    self._restart_sut(make)
+                self.pending = probe
+                self._record("running")
                 self.probed.append(self._probe(probe, restart, echo))
+                self.pending = None
                 self._record("running")
             result = probe
             status = "completed"
-            echo(_result_line(result, (time.time_ns() - self.started_ns) / 60e9))
-        except _InstrumentFailed as exc:
+        except (_InstrumentFailed, EvbenchError, httpx.HTTPError) as exc:
             self.failures.append(str(exc))
             echo(f"search failed: {exc}")
         except KeyboardInterrupt:
             status = "interrupted"
             echo("interrupted: the probes so far are kept")
+        except BaseException as exc:
+            self.failures.append(f"the search itself failed: {exc!r}")
+            raise
         finally:
-            if self.sut is not None:
-                self.sut.stop()
-            died = not self.receiver.alive()
-            code = self.receiver.stop()
-            receiver_report = self.receiver.final_report()
-            if failure := receiver_failure(died, code, receiver_report):
+            receiver_report, failure = self._stop_all()
+            if failure:
                 self.failures.append(failure)
                 echo(f"instrument failed: {failure}")
                 status, result = "failed", None
-            self.sampler.stop()
-            self.client.close()
-            if self.probed:
-                self._record(status, result, receiver_report)
+            self._record(status, result, receiver_report)
+        if result is not None:
+            echo(_result_line(result, (time.time_ns() - self.started_ns) / 60e9))
         return status, result
+
+    def _stop_all(self) -> tuple[dict, str | None]:
+        """The system, then the receiver (its final report, and whether it failed), then the
+        sampler: each in turn even if one before it fails; a Ctrl-C meanwhile is ignored."""
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+        try:
+            try:
+                self._stop_sut()
+            finally:
+                died = not self.receiver.alive()
+                code = self.receiver.stop()
+                report = self.receiver.final_report()
+                failure = receiver_failure(died, code, report)
+                self.sampler.stop()
+                self.client.close()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        return report, failure
 
     def _start_sut(self, make: Callable[..., Sut]) -> None:
         opts = self.opts
-        self.sut = make(opts.sut, opts.lab, self.sut_dir.logs, self.run_id)
+        # A restarted system gets names of its own (a topic and group on a broker that is not
+        # restarted with it, --kafka-bootstrap, already hold the last one's).
+        run_id = self.run_id if not self.restarts else f"{self.run_id}-r{self.restarts}"
+        self.sut = make(opts.sut, opts.lab, self.sut_dir.logs, run_id)
         self.target = self.sut.start(f"{self.base_url}/")
         for role, pid in self.sut.processes().items():
             self.sampler.watch(role, pid)
         if self.sut.components:
             self.sut.wait_ready()
+        if (where := self.sut.lag_target()) is not None:  # for the report, and for settling
+            self.lag = ConsumerLagSampler(*where, self.sut_dir.consumer_lag, _LAG_INTERVAL_S)
+            self.lag.start()
+
+    def _stop_sut(self) -> None:
+        if self.lag is not None:
+            self.lag.stop()
+            self.lag = None
+        if self.sut is not None:
+            self.sut.stop()
+
+    def _restart_sut(self, make: Callable[..., Sut]) -> None:
+        self._stop_sut()
+        self.restarts += 1
+        self._start_sut(make)
 
     def _between_probes(self, echo: Callable[[str], None]) -> str | None:
         """Why the system must start afresh before the next probe (None: it goes on warm)."""
@@ -186,12 +238,31 @@ class _Session:
             echo(f"{self.opts.sut}: {why}; restarting it")
             return why
         cap_s = max(self.opts.settle_s, self.opts.grace_cap_s)
-        quiet = wait_for_stragglers(self.client, self.base_url, _NEVER, self.opts.settle_s, cap_s)
-        if quiet["reason"].startswith("cap"):
-            why = f"still delivering a backlog after {cap_s:g} s"
-            echo(f"{self.opts.sut}: {why}; restarting it")
-            return why
-        return None
+        deadline = time.monotonic() + cap_s
+        while (left_s := deadline - time.monotonic()) > 0:
+            quiet = wait_for_stragglers(
+                self.client, self.base_url, _NEVER, self.opts.settle_s, left_s
+            )
+            # Quiet is not drained when a consumer stalls (a rebalance, a slow fetch) with
+            # records left: on a topic, settled means nothing arrives and nothing is behind.
+            if not quiet["reason"].startswith("cap") and not self._consumer_lag():
+                return None
+        why = f"still delivering a backlog after {cap_s:g} s"
+        if lag := self._consumer_lag():
+            why += f" (consumer lag {lag})"
+        echo(f"{self.opts.sut}: {why}; restarting it")
+        return why
+
+    def _consumer_lag(self) -> int:
+        """The system's consumer group's lag now (0 when it has no topic, or it cannot be read:
+        the sampler counts its errors)."""
+        if self.lag is None:
+            return 0
+        try:
+            return self.lag.sample()
+        except (KafkaException, KeyError):
+            self.lag.errors += 1
+            return 0
 
     def _outcomes(self) -> list[Outcome]:
         return [
@@ -223,15 +294,21 @@ class _Session:
             first_seq=first_seq,
             clock_url=f"{self.base_url}/clock",
         )
+        # What arrived before this probe, duplicates included, plus what it had acked: a count
+        # summed over the probes would be reached early after any duplicate delivery.
+        received_before = self.client.get(f"{self.base_url}/stats").json()["received"]
         done = self._send(settings, step, probe)
-        expected = sum(p.sender.get("ok", 0) for p in self.probed) + done["ok"]
+        expected = received_before + done["ok"]
         wait_for_stragglers(self.client, self.base_url, expected, opts.grace_s, opts.grace_cap_s)
         self._check_receiver()
         new_parts = sorted(set(part_files(sut_dir.sent)) - before)
         if not new_parts:
             raise _InstrumentFailed(f"probe {step} left no sent records (see {sut_dir.logs})")
         records = _records(new_parts, sut_dir.received)
-        baseline = next((p.figures["e2e_p99_ms"] for p in self.probed), None)
+        # How the system does unloaded: the first probe that held (the first probe, until one
+        # has), so that a first probe that broke does not lift the bar for the rest.
+        held = [p for p in self.probed if p.verdict == HOLDS]
+        baseline = next((p.figures["e2e_p99_ms"] for p in held or self.probed), None)
         figures = probe_figures(records, step, probe.rate_per_s, probe.hold_s, baseline)
         verdict = verdict_of(figures, opts.thresholds, opts.objective)
         if verdict.verdict not in (HOLDS, SENDER_LIMITED, BREAKS):  # insufficient data
@@ -251,21 +328,26 @@ class _Session:
     def _send(self, settings: SenderSettings, step: int, probe: Probe) -> dict:
         """One probe's sender (or fleet) from start to its done line; its failures raise."""
         logs = self.sut_dir.logs
-        if self.opts.workers > 1:
-            sender, fleet = settings.start_fleet(self.opts.workers, logs / f"probe-{step}")
-        else:
-            sender, fleet = settings.start(logs / f"sender-{step}.log", f"sender-{step}"), []
-        self.sampler.watch("sender", sender.pid)  # each probe's in turn, as in one run
-        for index, child in enumerate(fleet):
-            self.sampler.watch(f"fleet-worker-{index}", child.pid)
+        children: list[Child] = []
         timeout_s = probe.hold_s + self.opts.send.drain_timeout_s + 120
         try:
+            if self.opts.workers > 1:
+                sender, fleet = settings.start_fleet(self.opts.workers, logs / f"probe-{step}")
+            else:
+                sender, fleet = settings.start(logs / f"sender-{step}.log", f"sender-{step}"), []
+            children = [sender, *fleet]
+            self.sampler.watch("sender", sender.pid)  # each probe's in turn, as in one run
+            for index, child in enumerate(fleet):
+                self.sampler.watch(f"fleet-worker-{index}", child.pid)
             done = sender.wait_for("done", timeout_s)
             code = sender.wait(30)
-        except (RuntimeError, TimeoutError) as exc:
-            raise _InstrumentFailed(f"probe {step}: {exc}") from None
+        except (RuntimeError, TimeoutError, queue.Empty, subprocess.TimeoutExpired) as exc:
+            where = f"; see {children[0].log_path}" if children else ""
+            raise _InstrumentFailed(
+                f"probe {step}: {exc or 'the sender went silent'}{where}"
+            ) from None
         finally:
-            for child in [sender, *fleet]:  # done, or stopped by its pid whatever went wrong
+            for child in children:  # done, or stopped by its pid whatever went wrong
                 child.stop(30)
         if failure := sender_failure(code, done):
             raise _InstrumentFailed(f"probe {step}: {failure}; see {sender.log_path}")
@@ -283,9 +365,12 @@ class _Session:
     def _record(
         self, status: str, result: Result | None = None, receiver_report: dict | None = None
     ) -> None:
-        """run.json: the probes as the run's steps, and the search's state."""
+        """run.json: the probes (and the one under way) as the run's steps, and the search's
+        state."""
         opts, probed = self.opts, self.probed
-        spec = ",".join(f"{p.probe.rate_per_s}:{p.probe.hold_s}" for p in probed)
+        steps = [p.probe for p in probed] + ([self.pending] if self.pending else [])
+        spec = ",".join(f"{p.rate_per_s}:{p.hold_s}" for p in steps)
+        start_ns = probed[0].start_ns if probed else None
         run_opts = RunOptions(
             pace=parse_pace(spec, name="search"),
             runs_dir=opts.runs_dir,
@@ -298,7 +383,7 @@ class _Session:
             lab=opts.lab,
         )
         sender = {
-            "start_ns": probed[0].start_ns,
+            "start_ns": start_ns,
             "sent": sum(p.sender["sent"] for p in probed),
             "ok": sum(p.sender["ok"] for p in probed),
             "failures": sum(p.sender["failures"] for p in probed),
@@ -309,7 +394,7 @@ class _Session:
             self.sut_dir, status, sender=sender, receiver=receiver_report or {}, sut=sut
         )
         outcome.instrument_failures = list(self.failures)
-        outcome.schedule_start_ns = probed[0].start_ns
+        outcome.schedule_start_ns = start_ns
         doc = run_document(
             run_opts, self.run_id, False, outcome, {}, self.sampler.peak_rss_bytes, self.env,
             self.started_ns, time.time_ns(), status,
@@ -344,6 +429,13 @@ class _Session:
             "result": asdict(result) if result is not None else None,
             "minutes": round((time.time_ns() - self.started_ns) / 60e9, 2),
         }
+
+
+_LAG_INTERVAL_S = 5.0  # as `evbench run` samples it
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 # An expected count never reached: waiting for stragglers then ends when nothing new came for

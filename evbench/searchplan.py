@@ -118,21 +118,24 @@ def workers_needed(target_per_s: int, achieved_per_s: float, workers: int) -> in
     return math.ceil(target_per_s / per_worker)
 
 
-def instrument_limit(outcome: Outcome, held: int | None) -> tuple[str, int | None]:
+def instrument_limit(
+    outcome: Outcome, held: int | None, min_sender_ratio: float = Thresholds.min_sender_ratio
+) -> tuple[str, int | None]:
     """Why a sender-limited probe ends the search, in words, and the sender workers that would
-    hold its rate (None when more workers on the same host would not help)."""
+    hold its rate: None when the sender kept the rate (`min_sender_ratio`, the rule's) but not
+    its slots' times, which more workers on the same host would not mend."""
     rate, achieved = outcome.probe.rate_per_s, outcome.achieved_per_s or 0.0
-    floor = f", which held {held}/s" if held is not None else ""
-    needed = workers_needed(rate, achieved, outcome.workers)
-    if needed > outcome.workers:
+    floor = f", which held {held}/s" if held is not None else " (or search from a lower --from)"
+    if achieved < min_sender_ratio * rate:
+        needed = workers_needed(rate, achieved, outcome.workers)
         return (
             f"the sender could not hold {rate}/s (it sent {achieved:.0f}/s): the instrument is "
             f"the limit, not the system{floor}; about {needed} sender workers would hold it "
             f"(--workers {needed})",
             needed,
         )
-    # It sent the whole rate but late: its host is short of CPU, most likely because the system
-    # under test shares it, and more sender processes there would only share it further.
+    # It sent the rate but late: its host is short of CPU, most likely because the system under
+    # test shares it, and more sender processes there would only share it further.
     return (
         f"the sender sent {rate}/s but fell behind its slots ({'; '.join(outcome.reasons)}): the "
         f"instrument is the limit, not the system{floor}; its host is short of CPU (the system "

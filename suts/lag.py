@@ -40,6 +40,7 @@ class ConsumerLagSampler:
         )
         self.errors = 0
         self.last_total_lag: int | None = None
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
 
@@ -47,7 +48,12 @@ class ConsumerLagSampler:
         self._thread.start()
 
     def sample(self) -> int:
-        """One sample of every partition; returns the total lag."""
+        """One sample of every partition; returns the total lag. Also called from outside the
+        sampling thread (`evbench search` asks before each warm probe), hence the lock."""
+        with self._lock:
+            return self._sample()
+
+    def _sample(self) -> int:
         metadata = self.consumer.list_topics(self.topic, timeout=5)
         partitions = [
             TopicPartition(self.topic, p) for p in sorted(metadata.topics[self.topic].partitions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from evbench.commands import echo
@@ -11,6 +12,7 @@ from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
 from evbench.shared.argtypes import at_least_one, seconds
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import default_runs_dir
+from evbench.shared.parquet import part_files
 from loadgen.settings import add_knob_arguments, knobs_from_args
 
 
@@ -30,8 +32,9 @@ Find the highest rate each system sustains, by probing:
   3. confirm the answer with a --confirm hold; if it breaks, step down and confirm again.
 
 Each probe is judged from its own records by the reports' breaking-point rule, plus the
-optional --slo. A probe the sender could not hold is never a break: the search stops,
-saying the instrument is the limit and how many --workers would hold the rate.
+optional --slo. A probe the sender could not hold is never a break: the search goes on
+below that rate only, and when it can get no closer it stops, saying the instrument is the
+limit (and how many --workers would hold the rate, when more would help).
 
 Between warm probes the system settles until nothing has arrived for --settle (a backlog
 left by a breaking probe would break the next one); one still delivering after --grace-cap
@@ -96,8 +99,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--slo",
         default="",
-        help="a holding probe must also meet this, e.g. e2e-p99<=200ms,lost<=0.1%% (the P99 from "
-        "the intended send time; default: the breaking-point rule alone)",
+        help="a holding probe must also meet this, e.g. --slo 'e2e-p99<=200ms,lost<=0.1%%' "
+        "(quoted: < is the shell's) (the P99 from the intended send time; default: the "
+        "breaking-point rule alone)",
     )
     search.add_argument(
         "--fresh",
@@ -117,8 +121,9 @@ def add(commands: argparse._SubParsersAction) -> None:
         type=seconds,
         default=60.0,
         metavar="S",
-        help="never wait for a probe's deliveries, or for a warm system to settle, longer than "
-        "this; a system still delivering then is restarted (default 60)",
+        help="never wait for a probe's deliveries longer than this, nor for a warm system to "
+        "settle longer than this or --settle, whichever is longer; a system still delivering "
+        "then is restarted (default 60)",
     )
     search.add_argument(
         "--workers",
@@ -162,6 +167,7 @@ def main(args: argparse.Namespace) -> int:
     for name in suts:  # before anything starts: results are never overwritten
         if (root := sut_dir_for(runs_dir, run_id, "search", name).root).exists():
             raise EvbenchError(f"{root} already exists: choose another --run-id")
+    signal.signal(signal.SIGTERM, _interrupt)
     statuses = []
     for number, name in enumerate(suts, 1):
         if len(suts) > 1:
@@ -192,8 +198,14 @@ def main(args: argparse.Namespace) -> int:
             echo(f"stopping: {len(suts) - number} systems not searched")
             break
     code = 130 if "interrupted" in statuses else 1 if "failed" in statuses else 0
-    if args.no_analyze:
+    sent = [n for n in suts if part_files(sut_dir_for(runs_dir, run_id, "search", n).sent)]
+    if args.no_analyze or not sent:
         return code
     run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
     analysed = analyze_path(run_root if len(suts) > 1 else run_root / suts[0], "local[*]", 0.0)
     return code or analysed
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    # `kill PID` stops a search as Ctrl-C does: the probe under way ends, everything is kept.
+    raise KeyboardInterrupt
