@@ -426,11 +426,13 @@ def _summary(
     # would be charged to the system under test.
     point, sustainable = (None, None) if failures else breaking_point(verdicts)
     verdict = verdict_text(point, sustainable, failures)
-    if not failures and (found := (run.get("search") or {}).get("result")):
+    if not failures and (search := run.get("search")):
         # A search's probes are not a staircase (it bisects and confirms): its own bracket,
-        # judged probe by probe as it went, is the answer, not a reading of the steps in order.
-        point, sustainable = found["lowest_break_per_s"], found["max_sustainable_per_s"]
-        verdict = search_verdict_text(found)
+        # judged probe by probe as it went, is the answer, not a reading of the steps in order;
+        # a search that did not finish has none.
+        found = search.get("result") or {}
+        point, sustainable = found.get("lowest_break_per_s"), found.get("max_sustainable_per_s")
+        verdict = search_verdict_text(found, run.get("status"))
     return {
         "run_id": run["run_id"],
         "sut": run["sut"],

@@ -282,9 +282,12 @@ def verdict_text(
     return "no step could be judged (sender-limited or too few events)"
 
 
-def search_verdict_text(result: dict) -> str:
+def search_verdict_text(result: dict, status: str | None = "completed") -> str:
     """The one-line verdict of a capacity search (`evbench search`), from its result
-    (run.json's search.result): the bracket it found, or why it found none."""
+    (run.json's search.result, empty when it did not finish): the bracket it found, or why it
+    found none."""
+    if not result:
+        return f"searched: the search did not finish ({status}), no rate confirmed"
     found, broke = result.get("max_sustainable_per_s"), result.get("lowest_break_per_s")
     held = result.get("highest_hold_per_s")
     if found and broke:

@@ -274,3 +274,8 @@ def _searched(found, held, broke, workers=None, why="gave up after 30 probes"):
 )
 def test_search_verdict_text(result, text):
     assert search_verdict_text(result).startswith(text)
+
+
+def test_an_unfinished_search_names_no_rate():
+    text = search_verdict_text({}, "interrupted")
+    assert text == "searched: the search did not finish (interrupted), no rate confirmed"
