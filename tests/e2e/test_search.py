@@ -21,18 +21,18 @@ from suts.lab import make_sut
 pytestmark = pytest.mark.e2e
 
 
-# Off the probe grid (100, 200, 400, ... and their midpoints): a capacity probed exactly has no
+# Off the probe grid (200, 400, 800, ... and their midpoints): a capacity probed exactly has no
 # headroom, and any stall would read as a rise.
 @pytest.mark.parametrize("capacity", [330, 730])
 def test_the_search_brackets_a_known_capacity(tmp_path, capacity):
     resolution = Resolution(fraction=0.10)
     opts = SearchOptions(
         sut="capacity",
-        plan=SearchPlan(100, 5000, resolution, probe_s=3, confirm_s=6),
+        plan=SearchPlan(200, 5000, resolution, probe_s=3, confirm_s=5),
         runs_dir=tmp_path,
         run_id="s",
         send=SendKnobs(payload_bytes=1024),
-        settle_s=1.0,
+        settle_s=0.5,
         grace_s=2.0,
     )
     lines: list[str] = []
@@ -72,9 +72,13 @@ def test_a_rate_no_sender_holds_ends_the_search_with_the_instrument_as_the_limit
     result = searched.result
     assert searched.status == "completed" and result is not None, lines
     assert result.max_sustainable_per_s is None and result.lowest_break_per_s is None, lines
-    assert "the instrument is the limit" in result.why
-    assert result.workers_needed is not None and result.workers_needed >= 2
-    assert f"--workers {result.workers_needed}" in lines[-1]
+    assert "the instrument is the limit" in result.why and "instrument is the limit" in lines[-1]
+    # Short of the rate, it names the workers that would hold it; on the rate but late (its
+    # lag over the rule's 10 ms), it says its host is short of CPU: either is the instrument.
+    if result.workers_needed is not None:
+        assert result.workers_needed >= 2 and f"--workers {result.workers_needed}" in lines[-1]
+    else:
+        assert "host is short of CPU" in result.why
     run = json.loads(searched.sut_dir.run_json.read_text())
     assert [p["verdict"] for p in run["search"]["probes"]] == ["sender-limited"]
 
