@@ -30,9 +30,8 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from confluent_kafka import KafkaException
 
-from analysis.verdicts import HOLDS, SENDER_LIMITED, Thresholds
+from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
 from evbench.instruments import start_receiver
 from evbench.probejudge import Objective, ProbeRecords, probe_figures, verdict_of
 from evbench.rundoc import environment, run_document, write_run_json
@@ -46,7 +45,7 @@ from evbench.runner import (
     wait_for_stragglers,
 )
 from evbench.samples import ProcessSampler
-from evbench.searchplan import BREAKS, Outcome, Probe, Result, SearchPlan, next_step
+from evbench.searchplan import Outcome, Probe, Result, SearchPlan, next_step
 from evbench.shared.documents import SearchDoc, SearchProbeDoc
 from evbench.shared.errors import EvbenchError
 from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
@@ -79,7 +78,6 @@ class SearchOptions:
 class _Probed:
     probe: Probe
     step: int
-    first_seq: int
     start_ns: int
     verdict: str
     reasons: tuple[str, ...]
@@ -140,7 +138,6 @@ class _Session:
     ) -> tuple[str, Result | None]:
         result: Result | None = None
         status = "failed"
-        receiver_report: dict = {}
         # run.json from the start, naming the probe under way: a search interrupted or failed
         # in its first probe keeps its records as a run too.
         first = next_step(self.opts.plan, [])
@@ -256,19 +253,13 @@ class _Session:
     def _consumer_lag(self) -> int:
         """The system's consumer group's lag now (0 when it has no topic, or it cannot be read:
         the sampler counts its errors)."""
-        if self.lag is None:
-            return 0
-        try:
-            return self.lag.sample()
-        except (KafkaException, KeyError):
-            self.lag.errors += 1
-            return 0
+        return (self.lag.try_sample() or 0) if self.lag is not None else 0
 
     def _outcomes(self) -> list[Outcome]:
         return [
             Outcome(
                 p.probe,
-                p.verdict if p.verdict in (HOLDS, SENDER_LIMITED) else BREAKS,
+                p.verdict,  # holds, breaks or sender-limited: anything else raised
                 p.reasons,
                 p.figures["sender_ratio"] * p.probe.rate_per_s,
                 self.opts.workers,
@@ -282,7 +273,8 @@ class _Session:
         first_seq = sum(p.probe.rate_per_s * p.probe.hold_s for p in self.probed)
         kind = "confirm" if probe.confirm else "probe"
         echo(f"{kind} {step}: {probe.rate_per_s}/s for {probe.hold_s} s")
-        before = set(part_files(sut_dir.sent))
+        # Parts are written whole: the probe's records are in the files that appear from now.
+        before = set(part_files(sut_dir.sent)) | set(part_files(sut_dir.received))
         settings = SenderSettings(
             target=self.target,
             pace=f"{probe.rate_per_s}:{probe.hold_s}",
@@ -301,10 +293,10 @@ class _Session:
         expected = received_before + done["ok"]
         wait_for_stragglers(self.client, self.base_url, expected, opts.grace_s, opts.grace_cap_s)
         self._check_receiver()
-        new_parts = sorted(set(part_files(sut_dir.sent)) - before)
-        if not new_parts:
+        new_sent = sorted(set(part_files(sut_dir.sent)) - before)
+        if not new_sent:
             raise _InstrumentFailed(f"probe {step} left no sent records (see {sut_dir.logs})")
-        records = _records(new_parts, sut_dir.received)
+        records = _records(new_sent, sorted(set(part_files(sut_dir.received)) - before))
         # How the system does unloaded: the first probe that held (the first probe, until one
         # has), so that a first probe that broke does not lift the bar for the rest.
         held = [p for p in self.probed if p.verdict == HOLDS]
@@ -321,7 +313,7 @@ class _Session:
             + f" (e2e P99 {figures.e2e_p99_ms or float('nan'):.1f} ms)"
         )
         return _Probed(
-            probe, step, first_seq, done["start_ns"], verdict.verdict, verdict.reasons,
+            probe, step, done["start_ns"], verdict.verdict, verdict.reasons,
             asdict(figures), done, restarted,
         )  # fmt: skip
 
@@ -457,8 +449,9 @@ def _wait_until_written(client: httpx.Client, base_url: str, timeout_s: float = 
     raise _InstrumentFailed(f"the receiver did not write its records within {timeout_s:g} s")
 
 
-def _records(sent_parts: list[Path], received_dir: Path) -> ProbeRecords:
-    """The probe's sent rows with each event's first delivery (-1: none)."""
+def _records(sent_parts: list[Path], received_parts: list[Path]) -> ProbeRecords:
+    """The probe's sent rows with each event's first delivery (-1: none), from the parts
+    written since it began (an earlier probe's late deliveries among them find no match)."""
     sent = pa.concat_tables(
         [
             pq.read_table(p, columns=["event_id", "intended_ns", "sent_ns", "status", "decoy"])
@@ -466,7 +459,7 @@ def _records(sent_parts: list[Path], received_dir: Path) -> ProbeRecords:
         ]
     )
     received = pa.concat_tables(
-        [pq.read_table(p, columns=["event_id", "received_ns"]) for p in part_files(received_dir)]
+        [pq.read_table(p, columns=["event_id", "received_ns"]) for p in received_parts]
         or [
             pa.table(
                 {"event_id": pa.array([], pa.string()), "received_ns": pa.array([], pa.int64())}

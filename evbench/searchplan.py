@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from analysis.verdicts import Thresholds
+from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
 
-HOLDS, BREAKS, SENDER_LIMITED = "holds", "breaks", "sender-limited"
+__all__ = ["BREAKS", "HOLDS", "SENDER_LIMITED"]  # the rule's verdicts, as the plan reads them
 
 
 @dataclass(frozen=True)

@@ -74,13 +74,19 @@ class ConsumerLagSampler:
         self.last_total_lag = total
         return total
 
+    def try_sample(self) -> int | None:
+        """A sample, or None (counted in `errors`) when the broker cannot answer: it may be gone
+        at the very end, and what was sampled is kept."""
+        try:
+            return self.sample()
+        except (KafkaException, KeyError):
+            self.errors += 1
+            return None
+
     def _run(self) -> None:
         while True:
-            try:
-                self.sample()
+            if self.try_sample() is not None:
                 self.writer.flush()
-            except (KafkaException, KeyError):
-                self.errors += 1  # the broker may be gone at the very end: keep what we have
             if self._stop.wait(self.interval_s):
                 return
 
