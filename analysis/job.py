@@ -12,8 +12,8 @@ import json
 import math
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from pathlib import Path
 
@@ -24,30 +24,30 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from analysis.compact import compact
 from analysis.digests import (
-    PREFIX_SCHEMA,
-    cumulative_lines,
+    cumulative_points,
     from_bytes,
+    line_tasks,
     merged,
     merged_top,
-    prefix_digests,
-    step_digests,
     tail_figures,
 )
 from analysis.export import export_knative
-from analysis.load import earliest_intended_ns, load_records, with_run_columns
+from analysis.load import (
+    earliest_intended_ns,
+    latest_intended_ns,
+    load_records,
+    with_run_columns,
+)
+from analysis.steps import POINTS_ARROW, StepContext, flat, merge_points, merge_seconds
 from analysis.transforms import (
+    counted,
     first_deliveries,
-    foreign_deliveries,
     join_deliveries,
-    latency_columns,
-    latency_points,
-    measured,
     on_sender_clock,
-    per_second,
-    sent_events,
-    step_totals,
-    trimmed,
+    step_inputs,
+    step_stats,
     with_latencies,
     with_outcomes,
 )
@@ -110,10 +110,20 @@ class SutInputs:
     start_source: str
     sent_parts: tuple[Path, ...]
     received_parts: tuple[Path, ...]
+    # The last slot in sent/ (from footers, by `compacted`): the schedule's span for the points.
+    last_intended_ns: int | None = None
+    # The parts compacted into one file each (analysis.compact), where that could be written.
+    sent_copy: Path | None = None
+    received_copy: Path | None = None
 
     def parts(self, records: str) -> tuple[Path, ...]:
         """The checked part files of `records` ("sent" or "received")."""
         return {"sent": self.sent_parts, "received": self.received_parts}[records]
+
+    def readable(self, records: str) -> tuple[Path, ...]:
+        """What Spark reads for `records`: its compacted copy, else its parts."""
+        copy = {"sent": self.sent_copy, "received": self.received_copy}[records]
+        return (copy,) if copy is not None else self.parts(records)
 
 
 def sut_dirs(path: Path) -> list[Path]:
@@ -170,6 +180,34 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
 
 
+def compacted(inputs: SutInputs) -> SutInputs:
+    """`inputs` with its parts compacted (analysis.compact): seconds of reading on the driver,
+    which `evbench analyze` spends while Spark starts."""
+    records = SutDir(inputs.path).analysis_records
+    copied = replace(
+        inputs,
+        sent_copy=_copy(inputs.sent_parts, SENT_FIELDS, records / "sent.parquet"),
+        received_copy=_copy(inputs.received_parts, RECEIVED_FIELDS, records / "received.parquet"),
+    )
+    # From the copy's footer (one file, not thousands) where there is one.
+    return replace(copied, last_intended_ns=latest_intended_ns(copied.readable("sent")))
+
+
+def _copy(parts: tuple[Path, ...], fields: tuple, copy: Path) -> Path | None:
+    """The parts' compacted copy; None (read the parts) when there are none, or when the copy
+    cannot be written here (a read-only run directory, a full disk)."""
+    if not parts:
+        return None
+    try:
+        return compact(parts, fields, copy)
+    except OSError:
+        return None
+    try:
+        return compact(parts, fields, copy)
+    except OSError:
+        return None
+
+
 def inputs_for(path: Path, echo: Callable[[str], None]) -> list[SutInputs]:
     """The SUT directories under `path` that can be analysed, checked; a run's systems that
     never started sending are skipped (and said so), a single one is an error."""
@@ -192,8 +230,10 @@ def analyze(
 ) -> list[dict]:
     """Analyse SUT directories together: one chain of Spark jobs for all of them. Reads, chains
     the transforms into per-SUT aggregates, then per SUT: a pure summary and its files."""
+    # Already compacted inputs (evbench analyze compacts while Spark starts) are only checked.
     checked = {
-        f"s{i}": t if isinstance(t, SutInputs) else check_inputs(t) for i, t in enumerate(targets)
+        f"s{i}": compacted(t if isinstance(t, SutInputs) else check_inputs(t))
+        for i, t in enumerate(targets)
     }
     dirs = {key: inputs.path for key, inputs in checked.items()}
     measured_offsets = {key: corrections_from(i.run.get("clock")) for key, i in checked.items()}
@@ -203,7 +243,7 @@ def analyze(
     sent = _load_all(spark, checked, "sent", SENT_FIELDS)
     received = _load_all(spark, checked, "received", RECEIVED_FIELDS)
     corrections = {(key, w): c for key, found in applied.items() for w, c in found.items()}
-    found = _aggregate(spark, sent, received, opts, dirs, corrections)
+    found = _aggregate(spark, sent, received, opts, checked, corrections)
     summaries = []
     for key, path in dirs.items():
         summary = _summary(
@@ -232,7 +272,7 @@ class _Aggregates:
     cumulative: dict[str, list[dict]]
     e2e_points: dict[str, list[dict]]
     foreign_counts: dict[str, int]
-    points: pa.Table  # a sample of events per SUT for the latency scatter
+    points: dict[str, pa.Table]  # bucketed events per SUT for the latency scatter
 
 
 def _aggregate(
@@ -240,59 +280,83 @@ def _aggregate(
     sent: DataFrame,
     received: DataFrame,
     opts: AnalyzeOptions,
-    dirs: dict[str, Path],
+    checked: dict[str, SutInputs],
     corrections: dict[tuple[str, int], Correction],
 ) -> _Aggregates:
-    """The chain of transforms; the digests (too big for the driver) and the optional 2019
-    export are written by Spark on the way."""
+    """The chain of transforms. The events cross to Python once, grouped by (sut, step), and come
+    back as each step's aggregates and digests (analysis.steps): one Spark job. The per-second
+    digests are written by the executors that made them (never through the JVM or the driver);
+    the driver folds the cumulative lines from them, a step's file at a time."""
     # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
-    joined = join_deliveries(sent, first_deliveries(received)).cache()
+    joined = join_deliveries(sent, first_deliveries(received))
     # Received stamps onto the sender's clock first: every figure after uses them.
-    events = on_sender_clock(sent_events(joined), corrections)
-    events = with_latencies(with_outcomes(trimmed(measured(events), opts.trim_s)))
-    metrics = _by_sut(r.asDict() for r in per_second(events).collect())
-    totals = _by_sut(r.asDict() for r in step_totals(events).collect())
-    digests = step_digests(latency_columns(events)).cache()
-    seconds = digests.where(F.col("second").isNotNull())
-    step_sketch = {
-        (r["sut"], r["metric"], r["step"]): (from_bytes(r["digest"]), np.asarray(r["top_ms"]))
-        for r in digests.where(F.col("second").isNull())
-        .select("sut", "metric", "step", "digest", "top_ms")
-        .collect()
-    }
-    step_digest = {key: digest for key, (digest, _) in step_sketch.items()}
-    order = {key: [t["step"] for t in rows] for key, rows in totals.items()}
-    prefixes = spark.createDataFrame(prefix_digests(step_digest, order), PREFIX_SCHEMA)
-    cumulative = _by_sut(r.asDict() for r in cumulative_lines(seconds, prefixes).collect())
-    e2e_points = _by_sut(
-        r.asDict()
-        for r in seconds.where(F.col("metric") == "e2e")
-        .select("sut", "step", "second", "p50_ms")
-        .collect()
-    )
-    foreign_counts = {
-        r["sut"]: r["count"] for r in foreign_deliveries(joined).groupBy("sut").count().collect()
-    }
-    widths = [(key, _bucket_ns(rows)) for key, rows in totals.items()]
-    buckets = spark.createDataFrame(widths, "sut string, bucket_ns long")
-    # Arrow straight from the executors: ~10^5 rows per SUT would be slow as Python Rows.
-    points = latency_points(events, buckets).toArrow()
-    _write_digests(seconds, dirs)
+    rows = on_sender_clock(counted(joined, opts.trim_s), corrections)
+    dirs = {key: inputs.path for key, inputs in checked.items()}
+    staging = Path(tempfile.mkdtemp(prefix=".evbench-digests-", dir=next(iter(dirs.values()))))
+    try:
+        context = StepContext(
+            start_ns={key: inputs.start_ns for key, inputs in checked.items()},
+            bucket_ns={key: _bucket_ns(inputs) for key, inputs in checked.items()},
+            staging=str(staging),
+        )
+        # One job: the step stage's rows are what the driver needs (a few per step); the
+        # per-second digests are in `staging`.
+        found = from_steps(step_stats(step_inputs(rows), context).toArrow(), context.start_ns)
+        order = {key: [t["step"] for t in steps] for key, steps in found.totals.items()}
+        step_digest = {key: digest for key, (digest, _) in found.step_sketch.items()}
+        pieces = line_tasks(step_digest, order, str(staging))
+        found.cumulative = _by_sut(cumulative_points(pieces))
+        _move_digests(staging, dirs)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     if opts.export_knative:
+        events = with_latencies(with_outcomes(rows.where(F.col("is_sent").isNotNull())))
         export_knative(events, dirs)
-    joined.unpersist()
-    digests.unpersist()
-    return _Aggregates(metrics, totals, step_sketch, cumulative, e2e_points, foreign_counts, points)
+    return found
+
+
+def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
+    """The step rows and step digests of `step_stats` into per-SUT aggregates: per-second
+    counts and point buckets merged across steps (analysis.steps)."""
+    step_sketch: dict[tuple[str, str, int], tuple] = {}
+    totals: dict[str, list[dict]] = {}
+    seconds: dict[str, list[dict]] = {}
+    points: dict[str, list[pa.Table]] = {}
+    foreign: dict[str, int] = {}
+    medians = head.filter(pc.is_valid(head.column("second")))
+    e2e_points = _by_sut(medians.select(["sut", "step", "second", "p50_ms"]).to_pylist())
+    head = head.filter(pc.is_null(head.column("second")))
+    digests = head.filter(pc.is_valid(head.column("metric")))
+    for sut, metric, step, data, top in zip(
+        *(digests.column(n).to_pylist() for n in ("sut", "metric", "step", "digest", "top_ms")),
+        strict=True,
+    ):
+        step_sketch[(sut, metric, step)] = (from_bytes(data), np.asarray(top, dtype=float))
+    steps = head.filter(pc.is_null(head.column("metric")))
+    for i in range(steps.num_rows):
+        sut, step = steps.column("sut")[i].as_py(), steps.column("step")[i].as_py()
+        if step is None:
+            foreign[sut] = steps.column("foreign")[i].as_py()
+            continue
+        totals.setdefault(sut, []).append({"step": step, **steps.column("totals")[i].as_py()})
+        seconds.setdefault(sut, []).extend(steps.column("seconds")[i].as_py())
+        points.setdefault(sut, []).append(flat(steps.column("points").slice(i, 1)))
+    return _Aggregates(
+        metrics={sut: merge_seconds(parts, start_ns[sut]) for sut, parts in seconds.items()},
+        totals={sut: sorted(rows, key=lambda t: t["step"]) for sut, rows in totals.items()},
+        step_sketch=step_sketch,
+        cumulative={},
+        e2e_points=e2e_points,
+        foreign_counts=foreign,
+        points={sut: merge_points(pa.concat_tables(parts)) for sut, parts in points.items()},
+    )
 
 
 def _write_sut(out: SutDir, key: str, found: _Aggregates, summary: SummaryDoc) -> None:
     """One SUT's analysis files (its digests were written by Spark in the chain)."""
     out.analysis.mkdir(exist_ok=True)
-    metrics = sorted(found.metrics.get(key, []), key=lambda r: r["second"])
-    _write_table(out.metrics_parquet, metrics)
-    points = found.points
-    mine = points.filter(pc.equal(points.column("sut"), key)).drop_columns(["sut"])
-    pq.write_table(mine.sort_by("t_ns"), out.points_parquet)
+    _write_table(out.metrics_parquet, found.metrics.get(key, []))
+    pq.write_table(found.points.get(key, POINTS_ARROW.empty_table()), out.points_parquet)
     cumulative = sorted(found.cumulative.get(key, []), key=lambda r: (r["metric"], r["second"]))
     _write_table(out.cumulative_parquet, cumulative)
     _write_steps_csv(out.steps_csv, summary["steps"])
@@ -308,9 +372,10 @@ def analyze_sut(
     return analyze(spark, [sut_dir], opts, echo)[0]
 
 
-def _bucket_ns(step_rows: list[dict]) -> int:
-    """Time-bucket width that gives a run at most POINTS_MAX buckets for the points view."""
-    span_ns = max(r["last_intended_ns"] for r in step_rows) - min(r["start_ns"] for r in step_rows)
+def _bucket_ns(inputs: SutInputs) -> int:
+    """Time-bucket width that gives a run at most POINTS_MAX buckets for the points view: its
+    schedule, from the start to the last slot in sent/ (from the part files' footers)."""
+    span_ns = max(0, (inputs.last_intended_ns or inputs.start_ns) - inputs.start_ns)
     return max(1, -(-span_ns // POINTS_MAX))
 
 
@@ -320,7 +385,7 @@ def _load_all(
     """One record directory of every SUT, tagged with its SUT key and schedule start."""
     return _union(
         with_run_columns(
-            load_records(spark, inputs.path / name, fields, inputs.parts(name)),
+            load_records(spark, inputs.path / name, fields, inputs.readable(name)),
             key,
             inputs.start_ns,
         )
@@ -343,23 +408,16 @@ def _write_table(path: Path, rows: list[dict]) -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
-def _write_digests(seconds: DataFrame, dirs: dict[str, Path]) -> None:
-    """digests.parquet per SUT: written by Spark (too big for the driver), one directory each."""
-    staging = Path(tempfile.mkdtemp(prefix=".evbench-digests-", dir=next(iter(dirs.values()))))
-    try:
-        seconds.drop("digest", "top_ms").repartition("sut").write.partitionBy("sut").mode(
-            "overwrite"
-        ).parquet(str(staging / "all"))
-        for key, path in dirs.items():
-            target = SutDir(path).digests_parquet
-            target.parent.mkdir(exist_ok=True)
-            if target.exists():
-                shutil.rmtree(target)
-            source = staging / "all" / f"sut={key}"
-            if source.exists():
-                shutil.move(str(source), target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def _move_digests(staging: Path, dirs: dict[str, Path]) -> None:
+    """Each SUT's per-second digests, written by the step stage, into its digests.parquet."""
+    for key, path in dirs.items():
+        target = SutDir(path).digests_parquet
+        target.parent.mkdir(exist_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        source = staging / "digests" / f"sut={key}"
+        if source.exists():
+            shutil.move(str(source), target)
 
 
 def strict_json(doc: object) -> str:
@@ -498,8 +556,10 @@ def _clock_summary(
 
 
 def _whole_run(step_sketch: dict, metric: str) -> dict:
-    """Whole-run figures: step digests merged, step top values merged (exactly)."""
-    parts = [sketch for (m, _), sketch in step_sketch.items() if m == metric]
+    """Whole-run figures: step digests merged, step top values merged (exactly). Merged in step
+    order: a T-Digest merge depends on its order (in the fourth digit of a median), and the
+    order Spark returns the steps in is its partitioning's, which adaptive execution varies."""
+    parts = [sketch for (m, _), sketch in sorted(step_sketch.items()) if m == metric]
     return tail_figures(merged(d for d, _ in parts), merged_top(t for _, t in parts))
 
 

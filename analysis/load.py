@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -31,6 +32,10 @@ def load_records(
     paths = check_parts(directory, fields) if checked is None else checked
     if not paths:
         return spark.createDataFrame([], schema)
+    if checked is not None:
+        # The files the caller checked (the parts' compacted copy, analysis.compact), and only
+        # those: a part written since is not half taken.
+        return spark.read.schema(schema).parquet(*map(str, paths))
     # The directory, not the file list: Spark lists it in one go and skips `.`/`_` files too.
     return spark.read.schema(schema).parquet(str(directory))
 
@@ -52,3 +57,24 @@ def earliest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
     ]
     values = [low.as_py() for low in lows if low.is_valid]
     return min(values, default=None)
+
+
+def latest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
+    """The last slot in the sent records, from the part files' footer statistics (no data
+    read); a file written without statistics is read for its `intended_ns` column."""
+
+    def last(path: Path) -> int | None:
+        meta = pq.read_metadata(path)
+        column = meta.schema.to_arrow_schema().get_field_index("intended_ns")
+        highs = []
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                high = pc.max(pq.read_table(path, columns=["intended_ns"])["intended_ns"])
+                return high.as_py()
+            highs.append(stats.max)
+        return max(highs, default=None)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = [high for high in pool.map(last, sent_parts) if high is not None]
+    return max(found, default=None)

@@ -10,40 +10,51 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
+from analysis.steps import INPUT_COLUMNS as STEP_INPUTS
+from analysis.steps import LATENCIES_NS, STEP_ARROW, StepContext, aggregate_step
 from evbench.shared.clocks import Correction
 from evbench.shared.records import INFLIGHT_CAP_ERROR
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000
-
-# Latency metrics: name -> (end column, start column). Each is only defined where both exist and,
-# for publish latencies, the answer was a 2xx.
-LATENCIES_NS = {
-    "publish": ("ack_ns", "sent_ns"),
-    "publish_corrected": ("ack_ns", "intended_ns"),
-    "e2e": ("received_ns", "intended_ns"),
-    "e2e_uncorrected": ("received_ns", "sent_ns"),
-    "sender_lag": ("sent_ns", "intended_ns"),
-}
+STEP_SCHEMA = from_arrow_schema(STEP_ARROW)
 
 
 def _ok(status: Column) -> Column:
     return (status >= 200) & (status < 300)
 
 
+def _is_measured() -> Column:
+    return ~F.col("warmup")
+
+
+def _in_window(trim_s: float) -> Column:
+    return F.col("intended_ns") >= F.col("start_ns") + F.lit(int(trim_s * NS_PER_S))
+
+
 def measured(sent: DataFrame) -> DataFrame:
     """Drop warmup events: they are recorded, never counted."""
-    return sent.where(~F.col("warmup"))
+    return sent.where(_is_measured())
 
 
 def trimmed(sent: DataFrame, trim_s: float) -> DataFrame:
     """Drop events intended in the first `trim_s` seconds of the schedule (sanitized figures)."""
     if trim_s <= 0:
         return sent
-    return sent.where(F.col("intended_ns") >= F.col("start_ns") + F.lit(int(trim_s * NS_PER_S)))
+    return sent.where(_in_window(trim_s))
+
+
+def counted(joined: DataFrame, trim_s: float) -> DataFrame:
+    """What the figures count, from the joined rows in one filter: measured sent events inside
+    the window (`measured`, `trimmed`) and the foreign deliveries (`is_sent` null, `step`
+    null), which are counted apart."""
+    keep = _is_measured() & (_in_window(trim_s) if trim_s > 0 else F.lit(True))
+    return joined.where(F.col("is_sent").isNull() | keep)
 
 
 def first_deliveries(received: DataFrame) -> DataFrame:
@@ -57,13 +68,16 @@ def first_deliveries(received: DataFrame) -> DataFrame:
 def join_deliveries(sent: DataFrame, deliveries: DataFrame) -> DataFrame:
     """Sent events with their first delivery, and deliveries of ids never sent, in one join.
 
+    A shuffled hash join: the deliveries are hashed, nothing is sorted (measured: the sort-merge
+    join's sort was a third of a cold analysis's join stage).
+
     Full outer: a row with `is_sent` null is a foreign delivery (received, never sent); every other
     row is a sent event with its first `received_ns` (null when none) and its `deliveries`.
     Give it every sent event, warmup included, so warmup deliveries are not taken for foreign.
     """
     return (
         sent.withColumn("is_sent", F.lit(True))
-        .join(deliveries, on=["sut", "event_id"], how="full")
+        .join(deliveries.hint("shuffle_hash"), on=["sut", "event_id"], how="full")
         .withColumn("deliveries", F.coalesce(F.col("deliveries"), F.lit(0)))
     )
 
@@ -105,140 +119,48 @@ def with_outcomes(events: DataFrame) -> DataFrame:
     """
     ok = _ok(F.col("status"))
     missing = F.col("received_ns").isNull()
-    return (
-        events.withColumn("ok", ok)
-        .withColumn("send_failure", ~ok)
-        .withColumn("delivered", ~missing)
-        .withColumn("lost", ok & missing & ~F.col("decoy"))
-        .withColumn("filtered", ok & missing & F.col("decoy"))
-        .withColumn("leaked", ~missing & F.col("decoy"))
-        .withColumn("duplicates", F.greatest(F.col("deliveries") - 1, F.lit(0)))
+    # One projection (withColumns), not one per column: each withColumn re-analyses the plan.
+    return events.withColumns(
+        {
+            "ok": ok,
+            "send_failure": ~ok,
+            "delivered": ~missing,
+            "lost": ok & missing & ~F.col("decoy"),
+            "filtered": ok & missing & F.col("decoy"),
+            "leaked": ~missing & F.col("decoy"),
+            "duplicates": F.greatest(F.col("deliveries") - 1, F.lit(0)),
+        }
     )
 
 
 def with_latencies(events: DataFrame) -> DataFrame:
     """Latency columns in ms (`<name>_ms`). Publish latencies only for 2xx answers; end-to-end
     only for delivered events; sender lag for every event that was sent."""
-    out = events
+    columns = {}
     for name, (end, start) in LATENCIES_NS.items():
         value = (F.col(end) - F.col(start)) / F.lit(float(NS_PER_MS))
         if name.startswith("publish"):
             value = F.when(_ok(F.col("status")), value)
-        out = out.withColumn(f"{name}_ms", value)
-    return out
+        columns[f"{name}_ms"] = value
+    return events.withColumns(columns)
 
 
-def with_second(df: DataFrame, time_col: str, name: str = "second") -> DataFrame:
-    """Whole seconds since the schedule start, by `time_col`."""
-    return df.withColumn(
-        name, F.floor((F.col(time_col) - F.col("start_ns")) / F.lit(NS_PER_S)).cast("long")
-    )
+def step_inputs(rows: DataFrame) -> DataFrame:
+    """The raw columns a step group needs (analysis.steps.INPUT_COLUMNS): outcomes and
+    latencies are derived on the Python side, where they cost nothing to compute, instead of
+    crossing to it as a dozen more columns."""
+    cap_refused = F.coalesce(F.col("error") == F.lit(INFLIGHT_CAP_ERROR), F.lit(False))
+    return rows.withColumn("cap_refused", cap_refused).select(*STEP_INPUTS)
 
 
-def per_second(events: DataFrame) -> DataFrame:
-    """The throughput series, one row per second since the schedule start.
+def step_stats(inputs: DataFrame, context: StepContext) -> DataFrame:
+    """Per (sut, step), in one Arrow pass: digests, totals, per-second counts and point buckets
+    (analysis.steps); the group with a null step counts the foreign deliveries."""
 
-    Sends count by `sent_ns`, failures and losses by `intended_ns` (when the event was due), and
-    deliveries by `received_ns`, as in DESIGN §4. Quiet seconds inside the run are zero rows.
-    """
-    keys = ["sut", "second"]
-    by_intent = (
-        with_second(events, "intended_ns")
-        .groupBy(*keys)
-        .agg(
-            F.count(F.lit(1)).alias("scheduled"),
-            F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
-            F.sum(F.col("lost").cast("long")).alias("lost"),
-            F.max("target_rate_per_s").alias("target_rate_per_s"),
-            F.max("step").alias("step"),
-        )
-    )
-    by_send = (
-        with_second(events.where(F.col("sent_ns").isNotNull()), "sent_ns")
-        .groupBy(*keys)
-        .agg(F.count(F.lit(1)).alias("sent"), F.sum(F.col("ok").cast("long")).alias("acked"))
-    )
-    by_delivery = (
-        with_second(events.where(F.col("delivered")), "received_ns")
-        .groupBy(*keys)
-        .agg(F.count(F.lit(1)).alias("delivered"))
-    )
-    counts = ["scheduled", "send_failures", "lost", "sent", "acked", "delivered"]
-    joined = by_intent.join(by_send, keys, "full").join(by_delivery, keys, "full")
-    # Every second from first to last, so a second in which nothing happened shows as zero
-    # instead of vanishing between its neighbours (DESIGN §4: never hide oscillation).
-    starts = events.select("sut", "start_ns").distinct()
-    grid = (
-        joined.groupBy("sut")
-        .agg(F.min("second").alias("lo"), F.max("second").alias("hi"))
-        .select("sut", F.explode(F.sequence("lo", "hi")).alias("second"))
-    )
-    return (
-        grid.join(joined, keys, "left")
-        .join(starts, "sut")
-        .fillna(0, subset=counts)
-        .withColumn("t_ns", F.col("second") * F.lit(NS_PER_S) + F.col("start_ns"))
-        .select("sut", "second", "t_ns", "step", "target_rate_per_s", *counts)
-    )
+    def aggregate(table: pa.Table) -> pa.Table:
+        return aggregate_step(table, context=context)
 
-
-def latency_columns(events: DataFrame) -> DataFrame:
-    """What the digests need and nothing more: (sut, step, second by intent, <metric>_ms…)."""
-    return with_second(events, "intended_ns").select(
-        "sut", "step", "second", *(f"{name}_ms" for name in LATENCIES_NS)
-    )
-
-
-def step_totals(events: DataFrame) -> DataFrame:
-    """Per-step counts and the sender's achieved rate (as
-    `evbench.shared.formulas.achieved_rate_per_s`)."""
-    return (
-        events.groupBy("sut", "step")
-        .agg(
-            F.max("target_rate_per_s").alias("target_rate_per_s"),
-            F.count(F.lit(1)).alias("scheduled"),
-            F.count("sent_ns").alias("sent"),
-            F.count(F.when(F.col("error") == F.lit(INFLIGHT_CAP_ERROR), 1)).alias("cap_refused"),
-            F.sum(F.col("ok").cast("long")).alias("acked"),
-            F.sum(F.col("send_failure").cast("long")).alias("send_failures"),
-            F.sum(F.col("lost").cast("long")).alias("lost"),
-            F.sum(F.col("delivered").cast("long")).alias("delivered"),
-            F.sum(F.col("duplicates")).alias("duplicates"),
-            F.sum(F.col("decoy").cast("long")).alias("decoys"),
-            F.sum(F.col("filtered").cast("long")).alias("filtered"),
-            F.sum(F.col("leaked").cast("long")).alias("leaked"),
-            F.min("intended_ns").alias("start_ns"),
-            F.max("intended_ns").alias("last_intended_ns"),
-            F.max("sent_ns").alias("last_sent_ns"),
-            F.min("received_ns").alias("first_received_ns"),
-            F.max("received_ns").alias("last_received_ns"),
-            # Arrived before it was due: only a clock disagreement (or a wrong correction) does
-            # that, so it is counted, never hidden.
-            F.count(F.when(F.col("received_ns") < F.col("intended_ns"), 1)).alias("negative_e2e"),
-        )
-        .orderBy("sut", "step")
-    )
-
-
-def latency_points(events: DataFrame, bucket_ns: DataFrame) -> DataFrame:
-    """Per-event latencies for the points view, bounded: events are grouped into time buckets
-    (`bucket_ns` gives each SUT's width, chosen so a run has a bounded number of buckets) and
-    each bucket keeps the maximum of each latency, so spikes are never averaged away. Where
-    events are sparser than buckets, every event is its own point."""
-    return (
-        events.join(F.broadcast(bucket_ns), "sut")
-        .withColumn(
-            "bucket", F.floor((F.col("intended_ns") - F.col("start_ns")) / F.col("bucket_ns"))
-        )
-        .groupBy("sut", "bucket")
-        .agg(
-            F.min("intended_ns").alias("t_ns"),
-            F.count(F.lit(1)).alias("events"),
-            F.max("publish_ms").alias("publish_ms"),
-            F.max("e2e_ms").alias("e2e_ms"),
-        )
-        .drop("bucket")
-    )
+    return inputs.groupBy("sut", "step").applyInArrow(aggregate, STEP_SCHEMA)
 
 
 def trailing_throughput(df: DataFrame, time_col: str) -> DataFrame:

@@ -49,6 +49,11 @@ class SutDir:
         return self.root / "analysis"
 
     @property
+    def analysis_records(self) -> Path:
+        """sent/ and received/ compacted for analysis (analysis.compact): the same rows."""
+        return self.analysis / "records"
+
+    @property
     def summary_json(self) -> Path:
         return self.analysis / "summary.json"
 

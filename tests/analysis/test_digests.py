@@ -1,25 +1,27 @@
-"""T-Digest figures against exact quantiles, through the same Spark stages the job uses."""
+"""T-Digest figures against exact quantiles, through the functions the job's stages run."""
 
+import fastdigest
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tdigest
 
 from analysis.digests import (
     P9999_MIN_SAMPLES,
-    PREFIX_SCHEMA,
-    cumulative_lines,
+    centroid_pairs,
+    cumulative_points,
     digest_from_row,
     digest_of,
+    digest_rows,
     from_bytes,
+    line_tasks,
     merged,
     merged_top,
-    prefix_digests,
     quantile,
-    step_digests,
     tail_figures,
     top_values,
+    write_per_second,
 )
 
 
@@ -33,22 +35,23 @@ def _spiky_latencies(n: int, seed: int) -> np.ndarray:
     return values
 
 
-def _frame(spark, values, seconds, steps, sut="x"):
-    """The wide rows the job feeds the digests, with e2e as the only latency column."""
-    pdf = pd.DataFrame({"sut": sut, "step": steps, "second": seconds, "e2e_ms": values})
-    return spark.createDataFrame(pdf).selectExpr(
-        "sut", "cast(step as int) step", "cast(second as long) second", "e2e_ms"
-    )
+def _step_digests(values, seconds, steps, sut="x", metric="e2e"):
+    """What the step stage makes of each (sut, step) group: its per-second and step digest rows
+    (analysis.steps runs digest_rows per group), with one latency metric."""
+    rows = []
+    for step in np.unique(steps):
+        mine = steps == step
+        column = pa.chunked_array([pa.array(values[mine])])
+        table = digest_rows(sut, int(step), seconds[mine], {f"{metric}_ms": column})
+        rows.extend(table.to_pylist())
+    return rows
 
 
 @pytest.mark.parametrize(("n", "seed"), [(100_000, 1), (300_000, 2)])
-def test_tail_accuracy_through_spark(spark, n, seed):
+def test_tail_accuracy(n, seed):
     values = _spiky_latencies(n, seed)
     seconds = np.arange(n) * 200 // n  # 200 seconds in 4 steps of 50
-    rows = [
-        r.asDict()
-        for r in step_digests(_frame(spark, values, seconds, seconds // 50 + 1)).collect()
-    ]
+    rows = _step_digests(values, seconds, seconds // 50 + 1)
     per_second = [r for r in rows if r["second"] is not None]
     per_step = [r for r in rows if r["second"] is None]
     assert len(per_second) == 200 and sum(r["n"] for r in per_second) == n
@@ -63,12 +66,13 @@ def test_tail_accuracy_through_spark(spark, n, seed):
     assert min(r["min_ms"] for r in per_second) == values.min()
 
 
-def test_stored_rows_are_the_tdigest_dict_format(spark, tmp_path):
+def test_stored_rows_are_the_tdigest_dict_format(tmp_path):
     values = _spiky_latencies(50_000, 3)
-    digests = step_digests(_frame(spark, values, np.zeros(50_000), np.ones(50_000)))
-    digests.where("second is null").drop("digest").write.parquet(str(tmp_path / "d"))
+    column = pa.chunked_array([pa.array(values)])
+    rows = digest_rows("x", 1, np.zeros(50_000, np.int64), {"e2e_ms": column})
+    write_per_second(rows.filter(pa.compute.is_valid(rows["second"])), str(tmp_path), "x", 1)
     # what a user of digests.parquet reads: plain dicts with n and centroids [{m, c}]
-    stored = pq.read_table(tmp_path / "d").to_pylist()[0]
+    stored = pq.read_table(tmp_path / "digests" / "sut=x").to_pylist()[0]
     assert {"m", "c"} == set(stored["centroids"][0])
     other = tdigest.TDigest()
     other.update_from_dict(stored)
@@ -85,28 +89,27 @@ def test_small_samples_report_the_max_as_p9999():
     assert tail_figures(digest_of([]))["n"] == 0
 
 
-def test_cumulative_line_continues_across_steps_and_suts_stay_apart(spark):
+def test_cumulative_line_continues_across_steps_and_suts_stay_apart(tmp_path):
     rng = np.random.default_rng(4)
     # two steps of three seconds; an early spike, as at the start of the 2019 runs
     chunks = {s: rng.gamma(2, 1, 1000) + (50 if s == 0 else 0) for s in range(6)}
     values = np.concatenate(list(chunks.values()))
     seconds = np.repeat(np.arange(6), 1000)
     steps = np.where(seconds < 3, 1, 2)
-    frame = _frame(spark, values, seconds, steps, sut="a").unionByName(
-        _frame(spark, values * 10, seconds, steps, sut="b")  # same seconds, other SUT
-    )
-    digests = step_digests(frame).cache()
-    per_step = {
-        (r["sut"], r["metric"], r["step"]): from_bytes(r["digest"])
-        for r in digests.where("second is null").collect()
-    }
-    prefixes = spark.createDataFrame(
-        prefix_digests(per_step, {"a": [1, 2], "b": [1, 2]}), PREFIX_SCHEMA
-    )
-    points = [
-        r.asDict()
-        for r in cumulative_lines(digests.where("second is not null"), prefixes).collect()
-    ]
+    per_step = {}
+    for sut, scale in (("a", 1), ("b", 10)):  # same seconds, other SUT
+        for row in _step_digests(values * scale, seconds, steps, sut=sut):
+            if row["second"] is None:
+                per_step[(sut, row["metric"], row["step"])] = from_bytes(row["digest"])
+        for step in (1, 2):
+            mine = steps == step
+            column = pa.chunked_array([pa.array(values[mine] * scale)])
+            rows = digest_rows(sut, step, seconds[mine], {"e2e_ms": column})
+            write_per_second(
+                rows.filter(pa.compute.is_valid(rows["second"])), str(tmp_path), sut, step
+            )
+    tasks = line_tasks(per_step, {"a": [1, 2], "b": [1, 2]}, str(tmp_path))
+    points = list(cumulative_points(tasks))
     line = sorted((p for p in points if p["sut"] == "a"), key=lambda p: p["second"])
     assert [p["second"] for p in line] == list(range(6))
     assert [p["n"] for p in line] == [1000 * (s + 1) for s in range(6)]
@@ -116,7 +119,18 @@ def test_cumulative_line_continues_across_steps_and_suts_stay_apart(spark):
     assert other["p99_ms"] == pytest.approx(10 * np.quantile(values, 0.99), rel=0.01)
 
 
-def test_p9999_at_the_edge_of_a_spike_cluster_is_exact(spark):
+@pytest.mark.parametrize("n", [1, 5, 1500, 50_000])
+def test_centroids_read_from_the_bytes_are_the_digests_own(n):
+    digest = digest_of(np.random.default_rng(n).gamma(2, 1, n))
+    pairs = centroid_pairs(digest, digest.to_bytes())
+    assert np.array_equal(pairs, np.asarray(digest.centroids, dtype=float).reshape(-1, 2))
+    # bytes of another shape fall back to the digest's own list
+    empty = fastdigest.TDigest(max_centroids=10)
+    assert centroid_pairs(digest, b"not a digest").shape == (digest.n_centroids, 2)
+    assert centroid_pairs(empty, empty.to_bytes()).shape == (0, 2)
+
+
+def test_p9999_at_the_edge_of_a_spike_cluster_is_exact():
     """P99.99 right where a cluster of rare spikes begins: a T-Digest alone interpolates into the
     empty gap between body and spikes (37.8 ms against an exact 10.8 ms, measured); the kept top
     values make it exact, also after merging steps."""
@@ -126,8 +140,8 @@ def test_p9999_at_the_edge_of_a_spike_cluster_is_exact(spark):
     spikes = rng.choice(n, size=n // 10_000, replace=False)  # exactly 10^-4 of the samples
     values[spikes] += 80.0
     seconds = np.arange(n) * 100 // n
-    rows = step_digests(_frame(spark, values, seconds, seconds // 25 + 1)).where("second is null")
-    parts = [(from_bytes(r["digest"]), np.asarray(r["top_ms"])) for r in rows.collect()]
+    rows = [r for r in _step_digests(values, seconds, seconds // 25 + 1) if r["second"] is None]
+    parts = [(from_bytes(r["digest"]), np.asarray(r["top_ms"])) for r in rows]
     assert len(parts) == 4
     figures = tail_figures(merged(d for d, _ in parts), merged_top(t for _, t in parts))
     for name, q in (("p9999", 0.9999), ("p999", 0.999)):

@@ -1,8 +1,11 @@
-"""Where the analysis' Spark driver binds (pure)."""
+"""Where the analysis' Spark driver binds, and the archive its JVM loads classes from."""
+
+import os
+from pathlib import Path
 
 import pytest
 
-from analysis.spark import driver_host
+from analysis.spark import class_data_sharing, driver_host
 
 
 @pytest.mark.parametrize(
@@ -18,3 +21,23 @@ from analysis.spark import driver_host
 )
 def test_the_driver_binds_loopback_only_when_every_executor_is_on_this_machine(master, host):
     assert driver_host(master) == host
+
+
+def test_the_jvm_class_archive_is_written_once_then_used(tmp_path, monkeypatch):
+    monkeypatch.delenv("EVBENCH_JVM_ARCHIVE", raising=False)
+    first = class_data_sharing(tmp_path)
+    assert first is not None and "-XX:ArchiveClassesAtExit=" in first
+    written = Path(first.split("=", 1)[1].split()[0])
+    assert written.name.endswith(f".{os.getpid()}")  # this process writes it, as it exits
+    assert class_data_sharing(tmp_path) == first  # while its writer lives, nobody takes it
+    dead = written.with_name(written.name.rsplit(".", 1)[0] + ".999999999")
+    dead.write_bytes(b"archive")  # a writer that has exited
+    late = written.with_name(written.name.rsplit(".", 1)[0] + ".999999998")
+    late.write_bytes(b"another")
+    used = class_data_sharing(tmp_path)
+    assert used is not None and "-XX:SharedArchiveFile=" in used
+    archive = Path(used.split("=", 1)[1].split()[0])
+    assert archive.read_bytes() in (b"archive", b"another")
+    assert not dead.exists() and not late.exists()  # one taken, the other removed
+    monkeypatch.setenv("EVBENCH_JVM_ARCHIVE", "off")
+    assert class_data_sharing(tmp_path) is None

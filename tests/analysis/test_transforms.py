@@ -1,19 +1,22 @@
 """Transforms on a tiny hand-written run where every figure is known."""
 
+import numpy as np
 import pytest
 
+from analysis.job import from_steps
 from analysis.load import with_run_columns
 from analysis.schemas import spark_schema
+from analysis.steps import StepContext, latencies, outcomes
 from analysis.transforms import (
+    counted,
     first_deliveries,
     foreign_deliveries,
     join_deliveries,
-    latency_columns,
     measured,
     on_sender_clock,
-    per_second,
     sent_events,
-    step_totals,
+    step_inputs,
+    step_stats,
     trimmed,
     with_latencies,
     with_outcomes,
@@ -114,9 +117,17 @@ def test_foreign_counts_only_ids_never_sent(frames):
     assert [(r["event_id"], r["deliveries"]) for r in rows] == [("zz", 1)]
 
 
-def test_per_second_series(frames):
-    _, _, events = frames
-    rows = {r["second"]: r.asDict() for r in per_second(events).collect()}
+def _stepped(joined, tmp_path, start_ns=None, trim_s=0.0):
+    """The step stage over joined rows, as the job runs it, and its aggregates on the driver."""
+    starts = start_ns or {"x": T0}
+    context = StepContext(starts, dict.fromkeys(starts, S), str(tmp_path))
+    rows = on_sender_clock(counted(joined, trim_s), {})
+    return from_steps(step_stats(step_inputs(rows), context).toArrow(), starts)
+
+
+def test_per_second_series(frames, tmp_path):
+    _, joined, _ = frames
+    rows = {r["second"]: r for r in _stepped(joined, tmp_path).metrics["x"]}
     assert sorted(rows) == [0, 1, 2, 3]
     assert (rows[0]["scheduled"], rows[0]["sent"], rows[0]["acked"], rows[0]["delivered"]) == (
         2,
@@ -126,31 +137,51 @@ def test_per_second_series(frames):
     )
     assert (rows[1]["scheduled"], rows[1]["lost"], rows[1]["send_failures"]) == (2, 1, 1)
     assert rows[1]["delivered"] == 1  # d arrived at 1.6 s; b's duplicate is not a delivery
-    assert rows[2]["scheduled"] == 0 and rows[2]["delivered"] == 0  # quiet second, kept by join
+    assert rows[2]["scheduled"] == 0 and rows[2]["delivered"] == 0  # quiet second, kept
+    assert rows[2]["step"] is None  # nothing was due in it
     assert (rows[3]["scheduled"], rows[3]["sent"], rows[3]["send_failures"]) == (2, 1, 2)
+    assert (rows[3]["step"], rows[3]["target_rate_per_s"]) == (2, 2)
     assert rows[3]["t_ns"] == T0 + 3 * S
 
 
-def test_latency_columns_for_the_digests(frames):
-    _, _, events = frames
-    rows = {r["second"]: r for r in latency_columns(events).where("step = 1").collect()}
-    assert set(rows[0].asDict()) == {
-        "sut",
-        "step",
-        "second",
-        "publish_ms",
-        "publish_corrected_ms",
-        "e2e_ms",
-        "e2e_uncorrected_ms",
-        "sender_lag_ms",
-    }
-    values = sorted(r["e2e_ms"] for r in latency_columns(events).collect() if r["e2e_ms"])
-    assert values == [20.0, 40.0, 100.0]
+def test_step_stage_digests_points_and_foreign(frames, tmp_path):
+    _, joined, _ = frames
+    found = _stepped(joined, tmp_path)
+    assert found.foreign_counts == {"x": 1}  # zz
+    e2e = found.step_sketch[("x", "e2e", 1)]
+    assert sorted(e2e[1]) == [20.0, 40.0, 100.0]  # a, b, d: every delivered event of step 1
+    assert ("x", "e2e", 2) not in found.step_sketch  # nothing of step 2 arrived
+    assert [p["second"] for p in found.e2e_points["x"]] == [0, 1]
+    points = found.points["x"].to_pylist()  # one-second buckets: maxima per bucket
+    assert [(p["events"], p["e2e_ms"]) for p in points] == [(2, 40.0), (2, 100.0), (2, None)]
+    # the per-second digests were written where the stage ran
+    assert sorted(p.name for p in (tmp_path / "digests" / "sut=x").iterdir()) == [
+        "step-000001.parquet",
+        "step-000002.parquet",
+    ]
 
 
-def test_step_totals(frames):
-    _, _, events = frames
-    rows = {r["step"]: r.asDict() for r in step_totals(events).collect()}
+def test_outcomes_and_latencies_in_numpy_are_the_sql_ones(frames):
+    # The step stage computes DESIGN §4's definitions in numpy; the SQL forms (kept for the
+    # 2019 export) must agree with them event for event.
+    _, joined, events = frames
+    rows = counted(joined, 0).where("is_sent").orderBy("event_id").cache()
+    table = step_inputs(rows).toArrow()
+    flags, latency = outcomes(table), latencies(table, outcomes(table)["ok"])
+    by_id = _by_id(events)
+    ids = [r["event_id"] for r in rows.select("event_id").collect()]
+    for i, eid in enumerate(ids):
+        sql = by_id[eid]
+        for name, values in flags.items():
+            assert values[i] == sql[name], (eid, name)
+        for name, values in latency.items():
+            assert values[i].as_py() == sql[name], (eid, name)
+    assert np.asarray(flags["lost"]).sum() == 1
+
+
+def test_step_totals(frames, tmp_path):
+    _, joined, _ = frames
+    rows = {r["step"]: r for r in _stepped(joined, tmp_path).totals["x"]}
     assert (rows[1]["scheduled"], rows[1]["acked"], rows[1]["lost"], rows[1]["duplicates"]) == (
         4,
         3,
@@ -158,6 +189,8 @@ def test_step_totals(frames):
         1,
     )
     assert (rows[2]["scheduled"], rows[2]["sent"], rows[2]["send_failures"]) == (2, 1, 2)
+    assert (rows[1]["start_ns"], rows[1]["last_sent_ns"]) == (T0, T0 + 1500 * MS)
+    assert rows[2]["first_received_ns"] is None and rows[1]["negative_e2e"] == 0
 
 
 def test_trim_drops_the_leading_window(frames):
@@ -167,7 +200,7 @@ def test_trim_drops_the_leading_window(frames):
     assert trimmed(sent, 0).count() == len(SENT)
 
 
-def test_suts_sharing_ids_stay_apart(spark):
+def test_suts_sharing_ids_stay_apart(spark, tmp_path):
     # the same event ids in two SUTs of one run must never meet in the join
     sent = spark.createDataFrame(SENT, spark_schema(SENT_FIELDS))
     received = spark.createDataFrame(RECEIVED, spark_schema(RECEIVED_FIELDS))
@@ -184,15 +217,10 @@ def test_suts_sharing_ids_stay_apart(spark):
         .collect()
     }
     assert lost == {"x": 1, "y": 3}  # y received nothing: its three acked events are lost
-    rows = {
-        r["sut"]: r["second"]
-        for r in per_second(with_latencies(events))
-        .groupBy("sut")
-        .min("second")
-        .withColumnRenamed("min(second)", "second")
-        .collect()
-    }
-    assert rows == {"x": 0, "y": -1}  # seconds count from each SUT's own start
+    found = _stepped(joined, tmp_path, {"x": T0, "y": T0 + S})
+    firsts = {sut: min(r["second"] for r in rows) for sut, rows in found.metrics.items()}
+    assert firsts == {"x": 0, "y": -1}  # seconds count from each SUT's own start
+    assert {sut: sum(t["lost"] for t in rows) for sut, rows in found.totals.items()} == lost
 
 
 def test_received_stamps_move_onto_each_workers_clock(spark):

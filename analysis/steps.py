@@ -1,0 +1,404 @@
+"""One (sut, step) group of events in, everything the job needs from that step out, in one pass.
+
+The events of a step cross from the JVM to a Python worker once, as Arrow. Its per-second
+digests (`analysis.digests.digest_rows`) are written where they are made
+(`analysis.digests.write_per_second`); what comes back are rows of `STEP_ARROW`:
+- the step's own digest per metric (`second` null) and the e2e median of each second;
+- one *step row* (`metric` null) carrying the step's `totals`, its per-second counts
+  (`seconds`) and its latency `points` buckets.
+Counts per second and point buckets are partial where a second or a bucket holds events of two
+steps (a delivery that lands in the next step's seconds, a bucket straddling a step boundary):
+`merge_seconds` and `merge_points` finish them on the driver, from a few rows per second.
+
+Before, each of these was a Spark job of its own over the joined events, six shuffles of
+millions of rows where one does; the rules are DESIGN §4's and the same as then.
+
+The group whose `step` is null holds the foreign deliveries (ids received, never sent): its step
+row carries their count (`foreign`) and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analysis.digests import DIGEST_ARROW, digest_rows, write_per_second
+
+NS_PER_S = 1_000_000_000
+NS_PER_MS = 1_000_000
+
+# Latency metrics: name -> (end column, start column). Each is only defined where both exist and,
+# for publish latencies, the answer was a 2xx.
+LATENCIES_NS = {
+    "publish": ("ack_ns", "sent_ns"),
+    "publish_corrected": ("ack_ns", "intended_ns"),
+    "e2e": ("received_ns", "intended_ns"),
+    "e2e_uncorrected": ("received_ns", "sent_ns"),
+    "sender_lag": ("sent_ns", "intended_ns"),
+}
+
+# What a step group receives, one row per event (analysis.transforms.step_inputs selects it):
+# the raw stamps and flags, nothing derived. Every value crosses from the JVM to Python one by
+# one, and that crossing, not the arithmetic, was the stage's cost (measured: 22 derived columns
+# took twice as long as 8); outcomes and latencies are computed here instead (`outcomes`,
+# `latencies`, held equal to analysis.transforms' SQL forms by a test).
+INPUT_COLUMNS = (
+    "sut",
+    "step",
+    "target_rate_per_s",
+    "intended_ns",
+    "sent_ns",
+    "ack_ns",
+    "received_ns",
+    "status",
+    "decoy",
+    "deliveries",
+    "cap_refused",
+)
+
+TOTALS_ARROW = pa.struct(
+    [
+        ("target_rate_per_s", pa.int32()),
+        ("scheduled", pa.int64()),
+        ("sent", pa.int64()),
+        ("cap_refused", pa.int64()),
+        ("acked", pa.int64()),
+        ("send_failures", pa.int64()),
+        ("lost", pa.int64()),
+        ("delivered", pa.int64()),
+        ("duplicates", pa.int64()),
+        ("decoys", pa.int64()),
+        ("filtered", pa.int64()),
+        ("leaked", pa.int64()),
+        ("start_ns", pa.int64()),
+        ("last_intended_ns", pa.int64()),
+        ("last_sent_ns", pa.int64()),
+        ("first_received_ns", pa.int64()),
+        ("last_received_ns", pa.int64()),
+        # Arrived before it was due: only a clock disagreement (or a wrong correction) does
+        # that, so it is counted, never hidden.
+        ("negative_e2e", pa.int64()),
+    ]
+)
+# Sends count by sent_ns, failures and losses by intended_ns (when the event was due),
+# deliveries by received_ns (DESIGN §4). `step` and the target are those of the events due in
+# that second; null where none was.
+SECOND_COUNTS = ("scheduled", "send_failures", "lost", "sent", "acked", "delivered")
+SECOND_ARROW = pa.struct(
+    [
+        ("second", pa.int64()),
+        *((name, pa.int64()) for name in SECOND_COUNTS),
+        ("step", pa.int32()),
+        ("target_rate_per_s", pa.int32()),
+    ]
+)
+POINT_ARROW = pa.struct(
+    [
+        ("bucket", pa.int64()),
+        ("t_ns", pa.int64()),
+        ("events", pa.int64()),
+        ("publish_ms", pa.float64()),
+        ("e2e_ms", pa.float64()),
+    ]
+)
+STEP_ARROW = pa.schema(
+    [
+        *DIGEST_ARROW,
+        ("totals", TOTALS_ARROW),
+        ("seconds", pa.list_(SECOND_ARROW)),
+        ("points", pa.list_(POINT_ARROW)),
+        ("foreign", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What every group of a SUT shares, handed to the Arrow function rather than repeated in
+    every row: its schedule start and point-bucket width, by SUT key, and the directory the
+    per-second digests are written to (analysis.digests.write_per_second)."""
+
+    start_ns: Mapping[str, int]
+    bucket_ns: Mapping[str, int]
+    staging: str
+
+
+def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
+    """A (sut, step) group -> its step digests, its e2e medians per second and its step row
+    (STEP_ARROW); its per-second digests go to `context.staging` (one file per step)."""
+    sut = table.column("sut")[0].as_py()
+    step = table.column("step")[0].as_py()
+    if step is None:
+        return _step_row(sut, None, foreign=table.num_rows)
+    start_ns = context.start_ns[sut]
+    flags = outcomes(table)
+    latency = latencies(table, flags["ok"])
+    seconds = _seconds_since(_ints(table, "intended_ns"), start_ns)
+    digests = digest_rows(sut, step, seconds, latency)
+    per_second = pc.is_valid(digests.column("second"))
+    write_per_second(digests.filter(per_second), context.staging, sut, step)
+    # Back to Spark: the step's own digests, and the e2e median of each second (for the rule on
+    # rising latency) without its digest.
+    e2e = pc.equal(digests.column("metric"), "e2e")
+    digests = digests.filter(pc.or_(pc.invert(per_second), e2e))
+    for name in ("digest", "centroids"):
+        kept = pc.if_else(
+            pc.is_valid(digests.column("second")),
+            pa.nulls(digests.num_rows, digests.schema.field(name).type),
+            digests.column(name),
+        )
+        digests = digests.set_column(digests.schema.get_field_index(name), name, kept)
+    row = _step_row(
+        sut,
+        step,
+        totals=step_totals(table, flags),
+        seconds=second_counts(table, flags, start_ns),
+        points=point_buckets(table, latency, start_ns, context.bucket_ns[sut]),
+    )
+    extras = [n for n in STEP_ARROW.names if n not in DIGEST_ARROW.names]
+    for name in extras:
+        digests = digests.append_column(
+            STEP_ARROW.field(name), pa.nulls(digests.num_rows, STEP_ARROW.field(name).type)
+        )
+    return pa.concat_tables([digests, row])
+
+
+def outcomes(table: pa.Table) -> dict[str, np.ndarray]:
+    """DESIGN §4, per event: ok = 2xx answer; send_failure = not ok; lost = ok but never
+    received; duplicates. A decoy (a type the trigger should drop) is never lost: not arriving
+    is `filtered`, arriving is `leaked`. (analysis.transforms.with_outcomes in SQL.)"""
+    status = _ints(table, "status")
+    ok = (status >= 200) & (status < 300)
+    _, delivered = _present(table, "received_ns")
+    decoy = _flags(table, "decoy")
+    missing = ~delivered
+    return {
+        "ok": ok,
+        "send_failure": ~ok,
+        "delivered": delivered,
+        "lost": ok & missing & ~decoy,
+        "filtered": ok & missing & decoy,
+        "leaked": delivered & decoy,
+        "duplicates": np.maximum(_ints(table, "deliveries") - 1, 0),
+    }
+
+
+def latencies(table: pa.Table, ok: np.ndarray) -> dict[str, pa.Array]:
+    """`<name>_ms` per event, null where undefined: publish latencies only for 2xx answers,
+    end-to-end only for delivered events, sender lag for every event that was sent.
+    (analysis.transforms.with_latencies in SQL: the same double arithmetic.)"""
+    found = {}
+    for name, (end, start) in LATENCIES_NS.items():
+        end_ns, has_end = _present(table, end)
+        start_ns, has_start = _present(table, start)
+        defined = has_end & has_start
+        if name.startswith("publish"):
+            defined &= ok
+        values = (end_ns - start_ns).astype(np.float64) / float(NS_PER_MS)
+        found[f"{name}_ms"] = pa.array(values, mask=~defined)
+    return found
+
+
+def _step_row(
+    sut: str,
+    step: int | None,
+    totals: dict | None = None,
+    seconds: list[dict] | None = None,
+    points: list[dict] | None = None,
+    foreign: int = 0,
+) -> pa.Table:
+    values = {name: [None] for name in STEP_ARROW.names}
+    values.update(
+        sut=[sut],
+        step=[step],
+        totals=[totals],
+        seconds=[seconds],
+        points=[points],
+        foreign=[foreign],
+    )
+    return pa.table(values, schema=STEP_ARROW)
+
+
+def _ints(table: pa.Table, name: str) -> np.ndarray:
+    """A non-null integer column as numpy."""
+    return table.column(name).to_numpy()
+
+
+def _flags(table: pa.Table, name: str) -> np.ndarray:
+    """A boolean column as numpy, null as false (as Spark's count(when(...)) counts)."""
+    return np.asarray(table.column(name).fill_null(False).to_numpy(zero_copy_only=False))
+
+
+def _present(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A nullable integer column: (values with nulls as 0, mask of the present ones)."""
+    column = table.column(name)
+    return column.fill_null(0).to_numpy(), ~np.asarray(column.is_null())
+
+
+def _max_or_none(values: np.ndarray) -> int | None:
+    return int(values.max()) if len(values) else None
+
+
+def _min_or_none(values: np.ndarray) -> int | None:
+    return int(values.min()) if len(values) else None
+
+
+def step_totals(table: pa.Table, flags: dict[str, np.ndarray]) -> dict:
+    """The step's counts and the instants its achieved rates are measured between (as
+    `evbench.shared.formulas.achieved_rate_per_s` reads them)."""
+    intended = _ints(table, "intended_ns")
+    sent, was_sent = _present(table, "sent_ns")
+    received, delivered = _present(table, "received_ns")
+    return {
+        "target_rate_per_s": int(_ints(table, "target_rate_per_s").max()),
+        "scheduled": table.num_rows,
+        "sent": int(was_sent.sum()),
+        "cap_refused": int(_flags(table, "cap_refused").sum()),
+        "acked": int(flags["ok"].sum()),
+        "send_failures": int(flags["send_failure"].sum()),
+        "lost": int(flags["lost"].sum()),
+        "delivered": int(delivered.sum()),
+        "duplicates": int(flags["duplicates"].sum()),
+        "decoys": int(_flags(table, "decoy").sum()),
+        "filtered": int(flags["filtered"].sum()),
+        "leaked": int(flags["leaked"].sum()),
+        "start_ns": int(intended.min()),
+        "last_intended_ns": int(intended.max()),
+        "last_sent_ns": _max_or_none(sent[was_sent]),
+        "first_received_ns": _min_or_none(received[delivered]),
+        "last_received_ns": _max_or_none(received[delivered]),
+        "negative_e2e": int((received[delivered] < intended[delivered]).sum()),
+    }
+
+
+def _seconds_since(instants: np.ndarray, start_ns: int) -> np.ndarray:
+    return (instants - start_ns) // NS_PER_S
+
+
+def _sum_by(keys: np.ndarray, **weights: np.ndarray) -> pa.Table:
+    """Per distinct key: the sum of each weight (booleans count)."""
+    columns = {"key": keys, **{name: w.astype(np.int64) for name, w in weights.items()}}
+    return pa.table(columns).group_by("key").aggregate([(n, "sum") for n in weights])
+
+
+def second_counts(table: pa.Table, flags: dict[str, np.ndarray], start_ns: int) -> list[dict]:
+    """This step's part of the per-second series: rows for the seconds its events were due, sent
+    or delivered in."""
+    intended = _ints(table, "intended_ns")
+    sent, was_sent = _present(table, "sent_ns")
+    received, delivered = _present(table, "received_ns")
+    ones = np.ones(table.num_rows, np.int64)
+    due = _seconds_since(intended, start_ns)
+    by_intent = _sum_by(
+        due,
+        scheduled=ones,
+        send_failures=flags["send_failure"],
+        lost=flags["lost"],
+    )
+    targets = (
+        pa.table({"key": due, "t": _ints(table, "target_rate_per_s")})
+        .group_by("key")
+        .aggregate([("t", "max")])
+    )
+    by_send = _sum_by(
+        _seconds_since(sent[was_sent], start_ns),
+        sent=ones[was_sent],
+        acked=flags["ok"][was_sent],
+    )
+    by_delivery = _sum_by(_seconds_since(received[delivered], start_ns), delivered=ones[delivered])
+    rows: dict[int, dict] = {}
+    for part in (by_intent, by_send, by_delivery):
+        for record in part.to_pylist():
+            row = rows.setdefault(record.pop("key"), dict.fromkeys(SECOND_COUNTS, 0))
+            row.update({name.removesuffix("_sum"): value for name, value in record.items()})
+    step = table.column("step")[0].as_py()
+    for second, target in zip(
+        targets.column("key").to_pylist(), targets.column("t_max").to_pylist(), strict=True
+    ):
+        rows[second].update(step=step, target_rate_per_s=target)
+    return [{"second": second, **row} for second, row in sorted(rows.items())]
+
+
+def point_buckets(
+    table: pa.Table, latency: dict[str, pa.Array], start_ns: int, bucket_ns: int
+) -> list[dict]:
+    """Time buckets of `bucket_ns` by intended time: each keeps its first instant, its event
+    count and the maximum of each latency, so spikes are never averaged away."""
+    intended = _ints(table, "intended_ns")
+    buckets = pa.table(
+        {
+            "bucket": (intended - start_ns) // bucket_ns,
+            "t_ns": intended,
+            "publish_ms": latency["publish_ms"],
+            "e2e_ms": latency["e2e_ms"],
+        }
+    )
+    found = buckets.group_by("bucket").aggregate(
+        [("t_ns", "min"), ("t_ns", "count"), ("publish_ms", "max"), ("e2e_ms", "max")]
+    )
+    return pa.table(
+        {
+            "bucket": found.column("bucket"),
+            "t_ns": found.column("t_ns_min"),
+            "events": found.column("t_ns_count"),
+            "publish_ms": found.column("publish_ms_max"),
+            "e2e_ms": found.column("e2e_ms_max"),
+        }
+    ).to_pylist()
+
+
+def merge_seconds(parts: Iterable[dict], start_ns: int) -> list[dict]:
+    """One SUT's per-second series from its steps' parts: counts summed, the step and target of
+    the events due in that second, and every second from the first to the last, so a second in
+    which nothing happened shows as zero instead of vanishing between its neighbours (DESIGN §4:
+    never hide oscillation)."""
+    rows: dict[int, dict] = {}
+    for part in parts:
+        row = rows.setdefault(
+            part["second"],
+            {**dict.fromkeys(SECOND_COUNTS, 0), "step": None, "target_rate_per_s": None},
+        )
+        for name in SECOND_COUNTS:
+            row[name] += part[name]
+        for name in ("step", "target_rate_per_s"):
+            if part[name] is not None:
+                row[name] = part[name] if row[name] is None else max(row[name], part[name])
+    if not rows:
+        return []
+    empty = {**dict.fromkeys(SECOND_COUNTS, 0), "step": None, "target_rate_per_s": None}
+    return [
+        {"second": s, "t_ns": s * NS_PER_S + start_ns, **rows.get(s, empty)}
+        for s in range(min(rows), max(rows) + 1)
+    ]
+
+
+# points.parquet: the buckets in time order, without their number.
+POINTS_ARROW = pa.schema([f for f in POINT_ARROW if f.name != "bucket"])
+
+
+def merge_points(parts: pa.Table) -> pa.Table:
+    """One SUT's points from its steps' buckets: a bucket two steps share is one point."""
+    if parts.num_rows == 0:
+        return POINTS_ARROW.empty_table()
+    merged = parts.group_by("bucket").aggregate(
+        [("t_ns", "min"), ("events", "sum"), ("publish_ms", "max"), ("e2e_ms", "max")]
+    )
+    return pa.table(
+        {
+            "t_ns": merged.column("t_ns_min"),
+            "events": merged.column("events_sum"),
+            "publish_ms": merged.column("publish_ms_max"),
+            "e2e_ms": merged.column("e2e_ms_max"),
+        },
+        schema=POINTS_ARROW,
+    ).sort_by("t_ns")
+
+
+def flat(column: pa.ChunkedArray) -> pa.Table:
+    """A list<struct> column's items as one table."""
+    items = pc.list_flatten(column)
+    return pa.Table.from_struct_array(items) if len(items) else pa.table({})
