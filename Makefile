@@ -47,6 +47,7 @@ bench: $(STAMP) bench-tools
 	$(BIN)/python benchmarks/fleet_rate.py --repeats 3
 	$(BIN)/python benchmarks/search_known.py
 	$(BIN)/python benchmarks/clock_skew.py --repeats 3
+	$(BIN)/python benchmarks/analysis_scale.py --tiny --scales 1,2,4 --repeats 3 --breakdown
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,24 +1,35 @@
-"""How fast `evbench analyze` is on a big run, and how fast its digest stage is.
+"""How fast `evbench analyze` is, from a 200-event run to a 1k-2k matrix at 4x, and where its
+time goes.
 
 Generates a synthetic 1k-2k-shaped run for six SUTs (501,000 events each, about 3 M in all, with
 losses, duplicates, send failures and foreign deliveries; one Parquet part per second per side,
-as real runs write), then times `evbench analyze` on it as a user runs it (a new process, Spark
-start-up included). With --scale 10 every step carries ten times the events.
+as real runs write), then times `evbench analyze` on it as a user runs it: a new process, Spark
+start-up included, `--repeats` times (the first also compacts the parts: analysis.compact), with
+the peak RSS of the whole process tree (the JVM included). `--scales 1,2,4` does the same with
+every step carrying 2x and 4x the events and prints how wall time grows against the data.
+`--tiny` times a 200-event run (one SUT, 100/s for 2 s) the same way.
+
+`--breakdown` runs the first scale once more with Spark's event log on and prints where the time
+went: each Spark job and stage, its wall time, tasks, records read and bytes shuffled, and the
+files Spark opened.
 
 Then prints the digest stage's values/s (fastdigest, as the job builds per-second digests) and
 the pure-python `tdigest` package on the same data, and the cost per event of the export's
 per-event cumulative lines (`--export-knative`: a compression-1000 digest queried after every
 event). With --export-knative the timed analyze writes the 2019 files too.
 
-    .venv/bin/python benchmarks/analysis_scale.py [--suts 6] [--scale 1] [--keep DIR]
-        [--export-knative]
+    .venv/bin/python benchmarks/analysis_scale.py [--suts 6] [--scales 1] [--repeats 3]
+        [--tiny] [--breakdown] [--keep DIR] [--export-knative]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -38,6 +50,7 @@ from evbench.shared.parquet import arrow_schema
 from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 from suts.lab import LOCAL_SUTS
 
+TINY = [(100, 2)]
 STEPS_1K_2K = [
     (1000, 30),
     (1100, 30),
@@ -56,14 +69,14 @@ S = 1_000_000_000
 T0 = 1_790_000_000 * S
 
 
-def write_sut(root: Path, sut: str, scale: int, seed: int) -> int:
+def write_sut(root: Path, sut: str, scale: int, seed: int, steps=STEPS_1K_2K) -> int:
     rng = np.random.default_rng(seed)
     sent_dir, recv_dir = root / sut / "sent", root / sut / "received"
     sent_dir.mkdir(parents=True)
     recv_dir.mkdir(parents=True)
     sent_schema, recv_schema = arrow_schema(SENT_FIELDS), arrow_schema(RECEIVED_FIELDS)
     seq, offset_ns, part, events = 0, 0, 0, 0
-    for number, (rate, seconds) in enumerate(STEPS_1K_2K, start=1):
+    for number, (rate, seconds) in enumerate(steps, start=1):
         rate *= scale
         for second in range(seconds):
             n = rate
@@ -133,7 +146,7 @@ def write_sut(root: Path, sut: str, scale: int, seed: int) -> int:
         "status": "completed",
         "pace": {
             "name": "1k-2k",
-            "steps": [{"rate_per_s": r * scale, "duration_s": d} for r, d in STEPS_1K_2K],
+            "steps": [{"rate_per_s": r * scale, "duration_s": d} for r, d in steps],
         },
         "schedule": {"start_ns": T0},
     }
@@ -141,22 +154,115 @@ def write_sut(root: Path, sut: str, scale: int, seed: int) -> int:
     return events
 
 
-def time_analyze(run_dir: Path, export_knative: bool) -> float:
-    started = time.perf_counter()
+def time_analyze(run_dir: Path, export_knative: bool, env: dict | None = None) -> tuple[float, int]:
+    """Wall seconds and the peak RSS (bytes) of the analysing process tree, JVM included."""
     extra = ["--export-knative"] if export_knative else []
-    result = subprocess.run(
+    started = time.perf_counter()
+    process = psutil.Popen(
         [sys.executable, "-m", "evbench", "analyze", str(run_dir), *extra],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, **(env or {})},
     )
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, tree_rss(process))
+        time.sleep(0.1)
     elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        print(result.stderr[-3000:])
+    _, stderr = process.communicate()
+    if process.returncode != 0:
+        print(stderr[-3000:])
         raise SystemExit("analyze failed")
-    for line in result.stderr.splitlines():
-        if ": " in line and ("breaks" in line or "held" in line):
+    return elapsed, peak
+
+
+def tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for member in [process, *process.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):  # a child that ended meanwhile
+            total += member.memory_info().rss
+    return total
+
+
+def measure(run_dir: Path, events: int, repeats: int, export_knative: bool) -> float:
+    """Times `evbench analyze` `repeats` times; prints each and the median; returns it."""
+    walls, peaks = [], []
+    for attempt in range(repeats):
+        wall, peak = time_analyze(run_dir, export_knative)
+        walls.append(wall)
+        peaks.append(peak)
+        note = " (compacting the parts first)" if attempt == 0 else ""
+        print(f"    run {attempt + 1}: {wall:.1f} s, peak RSS {peak / 2**30:.2f} GiB{note}")
+    median = statistics.median(walls)
+    print(
+        f"  evbench analyze{' --export-knative' if export_knative else ''}: median {median:.1f} s "
+        f"wall for {events:,} events ({events / median:,.0f} events/s, Spark start-up included), "
+        f"peak RSS {max(peaks) / 2**30:.2f} GiB"
+    )
+    return median
+
+
+def breakdown(run_dir: Path) -> None:
+    """One more analysis with Spark's event log: where its time went."""
+    logs = Path(tempfile.mkdtemp(prefix="evbench-eventlog-"))
+    conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": logs.as_uri(),
+        "spark.eventLog.compress": "false",
+    }
+    submit = " ".join(f"--conf {k}={v}" for k, v in conf.items())
+    try:
+        wall, _ = time_analyze(run_dir, False, {"PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"})
+        print(f"  breakdown of one analysis ({wall:.1f} s wall in all):")
+        for line in stage_lines(next(logs.rglob("events_*"))):
             print("   ", line)
-    return elapsed
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+    copies = list(run_dir.glob("*/analysis/records/*.parquet"))
+    parts = [p for d in ("sent", "received") for p in run_dir.glob(f"*/{d}/*.parquet")]
+    print(f"  files Spark read: {len(copies)} (the compacted copies of {len(parts):,} part files)")
+
+
+def stage_lines(event_log: Path) -> list[str]:
+    """Per Spark job: its wall time and each stage's time, tasks, records read, bytes shuffled."""
+    stages, jobs = {}, {}
+    with event_log.open() as handle:
+        for line in handle:
+            event = json.loads(line)
+            kind = event["Event"]
+            if kind == "SparkListenerStageCompleted":
+                info = event["Stage Info"]
+                metrics = {a["Name"]: a.get("Value") for a in info.get("Accumulables", [])}
+
+                def value(name: str, metrics: dict = metrics) -> int:
+                    return int(metrics.get(f"internal.metrics.{name}") or 0)
+
+                stages[info["Stage ID"]] = (
+                    (info["Completion Time"] - info["Submission Time"]) / 1000,
+                    info["Number of Tasks"],
+                    value("input.recordsRead") + value("shuffle.read.recordsRead"),
+                    value("shuffle.write.bytesWritten"),
+                    info["Stage Name"].split(" at ")[0],
+                )
+            elif kind == "SparkListenerJobStart":
+                jobs[event["Job ID"]] = [event["Submission Time"], event["Stage IDs"], None]
+            elif kind == "SparkListenerJobEnd":
+                jobs[event["Job ID"]][2] = event["Completion Time"]
+    first = min(start for start, _, _ in jobs.values())
+    lines = []
+    for job, (start, stage_ids, end) in sorted(jobs.items()):
+        lines.append(
+            f"job {job}: at {(start - first) / 1000:5.1f} s, {(end - start) / 1000:5.1f} s"
+        )
+        for stage in stage_ids:
+            if stage in stages:  # stages skipped (their output reused) never completed
+                seconds, tasks, records, shuffled, name = stages[stage]
+                lines.append(
+                    f"  stage {stage:3d} {seconds:5.1f} s, {tasks:4d} tasks, "
+                    f"{records:>10,} records in, {shuffled / 1e6:7.1f} MB shuffled  ({name})"
+                )
+    return lines
 
 
 def digest_rates() -> None:
@@ -195,29 +301,48 @@ def running_line_cost(events: int = 501_000) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suts", type=int, default=6)
-    parser.add_argument("--scale", type=int, default=1, help="events multiplier per step")
+    parser.add_argument(
+        "--scales", default="1", help="events multipliers per step, comma-separated (1,2,4)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="analyses per size (median)")
+    parser.add_argument("--tiny", action="store_true", help="also time a 200-event run")
+    parser.add_argument("--breakdown", action="store_true", help="print where the time goes")
     parser.add_argument("--keep", type=Path, default=None, help="generate here and keep it")
     parser.add_argument(
         "--export-knative", action="store_true", help="time analyze --export-knative"
     )
     args = parser.parse_args()
+    scales = [int(x) for x in args.scales.split(",")]
     print(machine_line())
     root = args.keep or Path(tempfile.mkdtemp(prefix="evbench-scale-"))
-    run_dir = root / f"bench-x{args.scale}-1k-2k"
+    names = LOCAL_SUTS[: args.suts]  # the matrix `make run` runs, in its order
     try:
-        started = time.perf_counter()
-        names = LOCAL_SUTS[: args.suts]  # the matrix `make run` runs, in its order
-        events = sum(write_sut(run_dir, name, args.scale, i) for i, name in enumerate(names))
-        print(
-            f"generated {len(names)} SUTs, {events:,} events in "
-            f"{time.perf_counter() - started:.0f} s -> {run_dir}"
-        )
-        elapsed = time_analyze(run_dir, args.export_knative)
-        print(
-            f"evbench analyze{' --export-knative' if args.export_knative else ''}: "
-            f"{elapsed:.1f} s wall for {events:,} events "
-            f"({events / elapsed:,.0f} events/s, Spark start-up included)"
-        )
+        if args.tiny:
+            run_dir = root / "bench-tiny"
+            events = write_sut(run_dir, "direct", 1, 0, TINY)
+            print(f"a {events}-event run (one SUT):")
+            measure(run_dir, events, args.repeats, args.export_knative)
+        medians = {}
+        for scale in scales:
+            run_dir = root / f"bench-x{scale}-1k-2k"
+            started = time.perf_counter()
+            events = sum(write_sut(run_dir, name, scale, i) for i, name in enumerate(names))
+            print(
+                f"{len(names)} SUTs at {scale}x the 1k-2k pace: {events:,} events, generated in "
+                f"{time.perf_counter() - started:.0f} s -> {run_dir}"
+            )
+            medians[scale] = (events, measure(run_dir, events, args.repeats, args.export_knative))
+            if args.breakdown and scale == scales[0]:
+                breakdown(run_dir)
+            if args.keep is None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        base_events, base_wall = medians[scales[0]]
+        for scale, (events, wall) in medians.items():
+            if scale != scales[0]:
+                print(
+                    f"{scale}x: {events / base_events:.1f}x the events took "
+                    f"{wall / base_wall:.2f}x the time ({wall:.1f} s against {base_wall:.1f} s)"
+                )
         digest_rates()
         running_line_cost()
     finally:
