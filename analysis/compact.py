@@ -5,7 +5,8 @@ second); an hour is thousands of files of a few tens of KB, and Spark pays per f
 1k-2k matrix's 4,680 parts took twice as long to read as the same rows in 12 files). On first
 analysis each side is copied, part by part in part order, into `analysis/records/<side>.parquet`;
 the raw parts are never touched. The copy lists the parts it holds (name and size) in its
-footer, so a directory that changed since (more parts collected, a part replaced) is compacted
+footer (name, size, modification time), so a directory that changed since (more parts
+collected, a part replaced) is compacted
 again, and a copy cut short (the machine died mid-write) is never taken: it is written under a
 temporary name and renamed whole.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,12 +35,8 @@ ROW_GROUP_ROWS = 1 << 19
 
 
 def manifest(parts: Sequence[Path]) -> list[list]:
-    """What a compacted copy holds: each part's name and size, in order."""
-    return [[part.name, part.stat().st_size] for part in parts]
-
-
-def compacted_path(records: Path, into: Path) -> Path:
-    return into / f"{records.name}.parquet"
+    """What a compacted copy holds: each part's name, size and modification time, in order."""
+    return [[part.name, part.stat().st_size, part.stat().st_mtime_ns] for part in parts]
 
 
 def up_to_date(copy: Path, parts: Sequence[Path]) -> bool:
@@ -58,7 +56,7 @@ def compact(parts: Sequence[Path], fields: Sequence[Field], copy: Path) -> Path:
         return copy
     schema = arrow_schema(fields).with_metadata({MANIFEST_KEY: json.dumps(manifest(parts))})
     copy.parent.mkdir(parents=True, exist_ok=True)
-    partial = copy.with_name(f".{copy.name}.{os.getpid()}.tmp")
+    partial = copy.with_name(f".{copy.name}.{uuid.uuid4().hex}.tmp")
 
     def read(part: Path) -> pa.Table:
         try:

@@ -17,6 +17,7 @@ GC-like bursts, bimodal; 10^5 and 10^6 samples).
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from evbench.shared.errors import EvbenchError
 
 MAX_CENTROIDS = 3000
 # Exact top values kept per step: every quantile whose rank from the top falls inside them is
@@ -58,10 +61,6 @@ DIGEST_ARROW = pa.schema(
         ("centroids", pa.list_(_CENTROID)),
         ("top_ms", pa.list_(pa.float64())),
     ]
-)
-CUMULATIVE_SCHEMA = (
-    "sut string, metric string, second long, n long, p50_ms double, p99_ms double, "
-    "p999_ms double, p9999_ms double, max_ms double"
 )
 
 
@@ -243,7 +242,7 @@ def write_per_second(digests: pa.Table, staging: str, sut: str, step: int) -> No
     ):
         target = step_file(staging, kind, sut, step)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         pq.write_table(table, partial)
         os.replace(partial, target)
 
@@ -285,10 +284,8 @@ def cumulative_points(tasks: Iterable[tuple]) -> Iterator[dict]:
     for sut, metric, _, prefix, path in tasks:
         if path not in files:
             files.clear()  # pieces come step by step: keep only the step at hand
-            files[path] = pq.read_table(path) if Path(path).exists() else None
+            files[path] = _step_file(path)
         table = files[path]
-        if table is None:  # no event of this step had a latency of these metrics
-            continue
         mine = table.filter(pc.equal(table.column("metric"), metric))
         yield from cumulative_line(
             sut,
@@ -297,6 +294,18 @@ def cumulative_points(tasks: Iterable[tuple]) -> Iterator[dict]:
             mine.column("second").to_pylist(),
             mine.column("digest").to_pylist(),
         ).to_pylist()
+
+
+def _step_file(path: str) -> pa.Table:
+    """A step's per-second digests; every step writes its file, empty or not, so a missing one
+    was written where this driver cannot see it."""
+    try:
+        return pq.read_table(path)
+    except FileNotFoundError:
+        raise EvbenchError(
+            f"{path}: a step's per-second digests are missing here: the Spark executors must "
+            "write to the run directory this driver reads (a filesystem both share)"
+        ) from None
 
 
 def line_tasks(

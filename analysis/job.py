@@ -202,10 +202,6 @@ def _copy(parts: tuple[Path, ...], fields: tuple, copy: Path) -> Path | None:
         return compact(parts, fields, copy)
     except OSError:
         return None
-    try:
-        return compact(parts, fields, copy)
-    except OSError:
-        return None
 
 
 def inputs_for(path: Path, echo: Callable[[str], None]) -> list[SutInputs]:
@@ -353,7 +349,7 @@ def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
 
 
 def _write_sut(out: SutDir, key: str, found: _Aggregates, summary: SummaryDoc) -> None:
-    """One SUT's analysis files (its digests were written by Spark in the chain)."""
+    """One SUT's analysis files (its digests were moved into place by `_move_digests`)."""
     out.analysis.mkdir(exist_ok=True)
     _write_table(out.metrics_parquet, found.metrics.get(key, []))
     pq.write_table(found.points.get(key, POINTS_ARROW.empty_table()), out.points_parquet)

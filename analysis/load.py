@@ -36,7 +36,7 @@ def load_records(
         # The files the caller checked (the parts' compacted copy, analysis.compact), and only
         # those: a part written since is not half taken.
         return spark.read.schema(schema).parquet(*map(str, paths))
-    # The directory, not the file list: Spark lists it in one go and skips `.`/`_` files too.
+    # No list given: the directory, which Spark lists in one go (skipping `.`/`_` files).
     return spark.read.schema(schema).parquet(str(directory))
 
 

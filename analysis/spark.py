@@ -6,6 +6,7 @@ import hashlib
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -14,6 +15,9 @@ import pyspark
 from pyspark.sql import SparkSession
 
 LOOPBACK = "127.0.0.1"
+# Seconds a class archive must have been left alone before a session takes it (it is written in
+# a second or two).
+ARCHIVE_QUIET_S = 30
 
 
 def session(
@@ -62,8 +66,8 @@ def class_data_sharing(cache: Path | None = None) -> str | None:
     if os.environ.get("EVBENCH_JVM_ARCHIVE", "on") == "off":
         return None
     root = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin"))
-    java = java or shutil.which("java")
+    home = os.environ.get("JAVA_HOME")
+    java = (home and shutil.which("java", path=os.path.join(home, "bin"))) or shutil.which("java")
     if java is None:
         return None
     real = Path(java).resolve()
@@ -74,8 +78,12 @@ def class_data_sharing(cache: Path | None = None) -> str | None:
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
         for written in archive.parent.glob(f".{archive.name}.*"):
-            if psutil.pid_exists(int(written.name.rsplit(".", 1)[-1])):
-                continue  # its writer may still be writing it
+            writer = int(written.name.rsplit(".", 1)[-1])
+            # The JVM writes the archive as it exits, which can be after the Python process
+            # that named it: taken only once untouched for a while as well.
+            quiet_s = time.time() - written.stat().st_mtime
+            if psutil.pid_exists(writer) or quiet_s < ARCHIVE_QUIET_S:
+                continue
             if archive.exists() or not written.stat().st_size:
                 written.unlink()  # another session's archive was taken first
             else:

@@ -224,13 +224,17 @@ def _step_row(
 
 
 def _ints(table: pa.Table, name: str) -> np.ndarray:
-    """A non-null integer column as numpy."""
-    return table.column(name).to_numpy()
+    """A non-null integer column (the record contract's) as numpy; a null is named, not taken
+    for a number."""
+    column = table.column(name)
+    if column.null_count:
+        raise ValueError(f"records: {column.null_count} null {name} value(s) in a step's events")
+    return column.to_numpy()
 
 
 def _flags(table: pa.Table, name: str) -> np.ndarray:
-    """A boolean column as numpy, null as false (as Spark's count(when(...)) counts)."""
-    return np.asarray(table.column(name).fill_null(False).to_numpy(zero_copy_only=False))
+    """A non-null boolean column (the record contract's) as numpy; a null is named."""
+    return np.asarray(_ints(table, name), dtype=bool)
 
 
 def _present(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:

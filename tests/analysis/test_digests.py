@@ -23,6 +23,7 @@ from analysis.digests import (
     top_values,
     write_per_second,
 )
+from evbench.shared.errors import EvbenchError
 
 
 def _spiky_latencies(n: int, seed: int) -> np.ndarray:
@@ -160,3 +161,11 @@ def test_exact_quantiles_match_numpy_wherever_claimed(n):
         else:
             assert (1 - q) * n > len(top) - 2  # only ranks outside the kept tail are estimated
     assert quantile(digest, top, 0.9999)[1] == (n <= 10_000_000)
+
+
+def test_a_step_file_the_driver_cannot_see_is_an_error_not_a_missing_line(tmp_path):
+    # Every step writes its file, empty or not: a missing one was written on another machine.
+    digest = digest_of([1.0, 2.0])
+    tasks = line_tasks({("s0", "e2e", 1): digest}, {"s0": [1]}, str(tmp_path))
+    with pytest.raises(EvbenchError, match="executors must write to the run directory"):
+        list(cumulative_points(tasks))

@@ -1,11 +1,12 @@
 """Where the analysis' Spark driver binds, and the archive its JVM loads classes from."""
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from analysis.spark import class_data_sharing, driver_host
+from analysis.spark import ARCHIVE_QUIET_S, class_data_sharing, driver_host
 
 
 @pytest.mark.parametrize(
@@ -31,9 +32,12 @@ def test_the_jvm_class_archive_is_written_once_then_used(tmp_path, monkeypatch):
     assert written.name.endswith(f".{os.getpid()}")  # this process writes it, as it exits
     assert class_data_sharing(tmp_path) == first  # while its writer lives, nobody takes it
     dead = written.with_name(written.name.rsplit(".", 1)[0] + ".999999999")
-    dead.write_bytes(b"archive")  # a writer that has exited
+    dead.write_bytes(b"archive")  # its writer has exited, but it may still be being written
+    assert class_data_sharing(tmp_path) == first
     late = written.with_name(written.name.rsplit(".", 1)[0] + ".999999998")
     late.write_bytes(b"another")
+    for archive in (dead, late):  # left alone long enough: done
+        os.utime(archive, (time.time() - 2 * ARCHIVE_QUIET_S,) * 2)
     used = class_data_sharing(tmp_path)
     assert used is not None and "-XX:SharedArchiveFile=" in used
     archive = Path(used.split("=", 1)[1].split()[0])

@@ -3,7 +3,7 @@
 import pyarrow as pa
 import pytest
 
-from analysis.steps import POINT_ARROW, merge_points, merge_seconds
+from analysis.steps import POINT_ARROW, StepContext, aggregate_step, merge_points, merge_seconds
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -69,3 +69,24 @@ def test_a_bucket_two_steps_share_is_one_point():
         "publish_ms",
         "e2e_ms",
     ]
+
+
+def test_a_null_where_the_record_contract_has_none_is_named():
+    table = pa.table(
+        {
+            "sut": ["s0"],
+            "step": pa.array([1], pa.int32()),
+            "target_rate_per_s": pa.array([10], pa.int32()),
+            "intended_ns": [T0],
+            "sent_ns": [T0],
+            "ack_ns": [T0 + 1],
+            "received_ns": pa.array([None], pa.int64()),
+            "status": pa.array([None], pa.int32()),
+            "decoy": [False],
+            "deliveries": [0],
+            "cap_refused": [False],
+        }
+    )
+    context = StepContext({"s0": T0}, {"s0": S}, "/nonexistent")
+    with pytest.raises(ValueError, match="null status"):
+        aggregate_step(table, context=context)
