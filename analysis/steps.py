@@ -362,9 +362,10 @@ def merge_seconds(parts: Iterable[dict], start_ns: int) -> list[dict]:
     never hide oscillation)."""
     rows: dict[int, dict] = {}
     for part in parts:
+        # metrics.parquet's columns, in its order: second, t_ns, step, target, the counts.
         row = rows.setdefault(
             part["second"],
-            {**dict.fromkeys(SECOND_COUNTS, 0), "step": None, "target_rate_per_s": None},
+            {"step": None, "target_rate_per_s": None, **dict.fromkeys(SECOND_COUNTS, 0)},
         )
         for name in SECOND_COUNTS:
             row[name] += part[name]
@@ -373,7 +374,7 @@ def merge_seconds(parts: Iterable[dict], start_ns: int) -> list[dict]:
                 row[name] = part[name] if row[name] is None else max(row[name], part[name])
     if not rows:
         return []
-    empty = {**dict.fromkeys(SECOND_COUNTS, 0), "step": None, "target_rate_per_s": None}
+    empty = {"step": None, "target_rate_per_s": None, **dict.fromkeys(SECOND_COUNTS, 0)}
     return [
         {"second": s, "t_ns": s * NS_PER_S + start_ns, **rows.get(s, empty)}
         for s in range(min(rows), max(rows) + 1)

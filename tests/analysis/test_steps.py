@@ -47,6 +47,8 @@ def test_per_second_parts_merge(parts, expected):
     ]
     assert got == expected
     assert all(r["t_ns"] == T0 + r["second"] * S for r in rows)
+    if rows:  # metrics.parquet's columns, in the order it always had
+        assert list(rows[0])[:4] == ["second", "t_ns", "step", "target_rate_per_s"]
 
 
 def test_a_bucket_two_steps_share_is_one_point():
