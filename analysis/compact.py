@@ -4,11 +4,10 @@ A run writes a part file per second per side (so an interrupted run keeps all bu
 second); an hour is thousands of files of a few tens of KB, and Spark pays per file opened (a
 1k-2k matrix's 4,680 parts took twice as long to read as the same rows in 12 files). On first
 analysis each side is copied, part by part in part order, into `analysis/records/<side>.parquet`;
-the raw parts are never touched. The copy lists the parts it holds (name and size) in its
-footer (name, size, modification time), so a directory that changed since (more parts
-collected, a part replaced) is compacted
-again, and a copy cut short (the machine died mid-write) is never taken: it is written under a
-temporary name and renamed whole.
+the raw parts are never touched. The copy lists the parts it holds (name, size, modification
+time) in its footer, so a directory that changed since (more parts collected, a part replaced)
+is compacted again, and a copy cut short (the machine died mid-write) is never taken: it is
+written under a temporary name and renamed whole.
 """
 
 from __future__ import annotations
@@ -36,7 +35,8 @@ ROW_GROUP_ROWS = 1 << 19
 
 def manifest(parts: Sequence[Path]) -> list[list]:
     """What a compacted copy holds: each part's name, size and modification time, in order."""
-    return [[part.name, part.stat().st_size, part.stat().st_mtime_ns] for part in parts]
+    stats = [(part.name, part.stat()) for part in parts]
+    return [[name, stat.st_size, stat.st_mtime_ns] for name, stat in stats]
 
 
 def up_to_date(copy: Path, parts: Sequence[Path]) -> bool:

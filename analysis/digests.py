@@ -217,8 +217,17 @@ def digest_rows(
 
 
 # digests.parquet: the per-second rows as users read them (the SUT is the directory).
-STORED_COLUMNS = ("metric", "step", "second", "n", "min_ms", "max_ms", "p50_ms", "p99_ms")
-STORED_COLUMNS += ("centroids",)
+STORED_COLUMNS = (
+    "metric",
+    "step",
+    "second",
+    "n",
+    "min_ms",
+    "max_ms",
+    "p50_ms",
+    "p99_ms",
+    "centroids",
+)
 # What the cumulative lines read back: the per-second digests of their metrics, as bytes.
 LINE_INPUT_COLUMNS = ("metric", "second", "digest")
 
