@@ -22,8 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evbench.shared.parquet import RecordFileError, arrow_schema
-from evbench.shared.records import Field
+from contract.parquet import RecordFileError, arrow_schema
+from contract.records import Field
 
 MANIFEST_KEY = b"evbench.parts"
 # Parts read ahead of the writer: bounded memory (an hour's parts are gigabytes), while the

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 
 MAX_CENTROIDS = 3000
 # Exact top values kept per step: every quantile whose rank from the top falls inside them is

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from analysis.digests import CUMULATIVE_CENTROIDS
 from analysis.transforms import trailing_throughput
-from evbench.shared.layout import SutDir
+from contract.layout import SutDir
 
 # File prefix -> (column of the running line, quantile).
 CUMULATIVE_FILES = {

@@ -64,19 +64,19 @@ from analysis.verdicts import (
     under_instrument_failure,
     verdict_text,
 )
-from evbench.shared.clocks import Correction, corrections_from, to_apply
-from evbench.shared.documents import (
+from contract.clocks import Correction, corrections_from, to_apply
+from contract.documents import (
     ClockSummaryDoc,
     SummaryDoc,
     receiver_stats,
     schedule_start_ns,
     sender_summary,
 )
-from evbench.shared.errors import EvbenchError
-from evbench.shared.formulas import achieved_rate_per_s
-from evbench.shared.layout import SutDir
-from evbench.shared.parquet import check_parts, part_files
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.errors import EvbenchError
+from contract.formulas import achieved_rate_per_s
+from contract.layout import SutDir
+from contract.parquet import check_parts, part_files
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 
 # Points in the latency-points view per SUT; above it, time buckets keep each bucket's maxima.
 POINTS_MAX = 100_000
@@ -93,7 +93,7 @@ SUMMARY_LATENCIES = {
 class AnalyzeOptions:
     trim_s: float = 0.0
     export_knative: bool = False
-    clock_correction: str = "auto"  # evbench.shared.clocks.CORRECTION_MODES
+    clock_correction: str = "auto"  # contract.clocks.CORRECTION_MODES
     thresholds: Thresholds = field(default_factory=Thresholds)
 
 

@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.schemas import spark_schema
-from evbench.shared.parquet import check_parts
-from evbench.shared.records import Field
+from contract.parquet import check_parts
+from contract.records import Field
 
 
 def load_records(

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from analysis.load import load_records
 from analysis.memory import memory_figures
-from evbench.shared.records import MEMORY_SAMPLE_FIELDS
+from contract.records import MEMORY_SAMPLE_FIELDS
 
 NS_PER_S = 1_000_000_000
 SERIES_COLUMNS = (

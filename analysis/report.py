@@ -37,9 +37,9 @@ from analysis.memory import (
     peak_table,
 )
 from analysis.verdicts import verdict_text
-from evbench.shared.documents import schedule_start_ns
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import SutDir, analysed_summaries, run_index_html
+from contract.documents import schedule_start_ns
+from contract.errors import EvbenchError
+from contract.layout import SutDir, analysed_summaries, run_index_html
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }

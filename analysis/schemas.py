@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import types as T
 
-from evbench.shared.records import Field
+from contract.records import Field
 
 _SPARK_TYPES = {
     "string": T.StringType(),

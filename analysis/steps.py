@@ -253,7 +253,7 @@ def _min_or_none(values: np.ndarray) -> int | None:
 
 def step_totals(table: pa.Table, flags: dict[str, np.ndarray]) -> dict:
     """The step's counts and the instants its achieved rates are measured between (as
-    `evbench.shared.formulas.achieved_rate_per_s` reads them)."""
+    `contract.formulas.achieved_rate_per_s` reads them)."""
     intended = _ints(table, "intended_ns")
     sent, was_sent = _present(table, "sent_ns")
     received, delivered = _present(table, "received_ns")

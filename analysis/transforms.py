@@ -17,8 +17,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from analysis.steps import INPUT_COLUMNS as STEP_INPUTS
 from analysis.steps import LATENCIES_NS, STEP_ARROW, StepContext, aggregate_step
-from evbench.shared.clocks import Correction
-from evbench.shared.records import INFLIGHT_CAP_ERROR
+from contract.clocks import Correction
+from contract.records import INFLIGHT_CAP_ERROR
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

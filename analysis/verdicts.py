@@ -33,7 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 
 HOLDS = "holds"
 BREAKS = "breaks"

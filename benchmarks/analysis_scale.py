@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.digests import digest_of
 from analysis.export import running_quantiles
 from benchmarks.common import machine_line
-from evbench.shared.parquet import arrow_schema
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.parquet import arrow_schema
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from suts.lab import LOCAL_SUTS
 
 TINY = [(100, 2)]

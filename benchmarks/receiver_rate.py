@@ -32,9 +32,9 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
+from contract.parquet import read_parts
+from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 
 _RESPONSE_BYTES = len(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")

@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evbench.shared.formulas import achieved_rate_per_s, percentile
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from contract.formulas import achieved_rate_per_s, percentile
+from contract.parquet import read_parts
+from contract.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 
 
 def main() -> int:

@@ -40,10 +40,10 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
+from contract.formulas import achieved_rate_per_s
+from contract.parquet import read_parts
+from contract.records import SENT_FIELDS
 from evbench.instruments import start_receiver
-from evbench.shared.formulas import achieved_rate_per_s
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import SENT_FIELDS
 from loadgen.settings import SenderSettings, SendKnobs
 from suts.tansu import Tansu, create_topic
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from contract.errors import EvbenchError
 from evbench.commands import (
     analyze,
     collect,
@@ -18,7 +19,6 @@ from evbench.commands import (
     send,
     serve_records,
 )
-from evbench.shared.errors import EvbenchError
 
 _EPILOG = """\
 examples:

@@ -1,7 +1,7 @@
 """`evbench collect`: a run made elsewhere (senders and receivers in a cluster) brought home as
 a normal run directory, which `evbench analyze` handles like a local run.
 
-The records come over HTTP (evbench.shared.recordshare): each receiver serves its own, each
+The records come over HTTP (contract.recordshare): each receiver serves its own, each
 sender's are served by `evbench serve-records` on its host. run.json is rebuilt from what the
 senders left beside their records (`_sender-w<k>.json`: the summary, the settings as argv, the
 host) and the receivers' final counters; nothing in it is guessed.
@@ -16,6 +16,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from contract.documents import RunDoc
+from contract.errors import EvbenchError
+from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.records import RUN_JSON_VERSION
+from contract.recordshare import fetch_all
 from evbench.rundoc import (
     RECEIVER_ENGINE,
     clock_document,
@@ -24,11 +29,6 @@ from evbench.rundoc import (
     sender_document,
     write_run_json,
 )
-from evbench.shared.documents import RunDoc
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
-from evbench.shared.records import RUN_JSON_VERSION
-from evbench.shared.recordshare import fetch_all
 from loadgen.fleet.tally import merged_done
 from loadgen.pace import resolve_pace
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from evbench.shared.errors import EvbenchError
-from evbench.shared.procs import Child
+from contract.errors import EvbenchError
+from contract.procs import Child
 from receivers.limits import Limits, limit_argv
 
 

@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evbench.shared.documents import RunDoc
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import new_sut_dir, safe_component
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import (
+from contract.documents import RunDoc
+from contract.errors import EvbenchError
+from contract.layout import new_sut_dir, safe_component
+from contract.parquet import PartWriter
+from contract.records import (
     RECEIVED_FIELDS,
     RUN_JSON_VERSION,
     SENT_FIELDS,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from evbench.shared.argtypes import (
+from contract.argtypes import (
     at_least_one,
     milliseconds,
     non_negative,
     port_number,
     positive_seconds,
 )
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, driver_for, sut_help
 
 SUT_HELP = sut_help()

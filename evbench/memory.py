@@ -27,17 +27,17 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from analysis.memory import describe_lines, memory_figures, peak_table
-from evbench.instruments import start_receiver
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import safe_component
-from evbench.shared.parquet import PartWriter
-from evbench.shared.procs import Child
-from evbench.shared.records import (
+from contract.errors import EvbenchError
+from contract.layout import safe_component
+from contract.parquet import PartWriter
+from contract.procs import Child
+from contract.records import (
     CONSUMER_LAG_FIELDS,
     MEMORY_SAMPLE_FIELDS,
     ConsumerLagRow,
     MemorySampleRow,
 )
+from evbench.instruments import start_receiver
 from suts.consumers.predict import predicted
 from suts.settings import LabSettings
 from suts.tansu import Tansu, create_topic

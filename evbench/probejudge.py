@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.verdicts import StepFigures, Thresholds, Verdict, judge, slope_rise_ms
-from evbench.shared.formulas import achieved_rate_per_s
+from contract.formulas import achieved_rate_per_s
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

@@ -1,5 +1,5 @@
 """run.json for `evbench run`: built by a pure function from what the run knew, written
-atomically. Its type is evbench.shared.documents.RunDoc; `evbench import-knative` writes the
+atomically. Its type is contract.documents.RunDoc; `evbench import-knative` writes the
 same type."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from evbench.shared.documents import (
+from contract.documents import (
     ClockDoc,
     PaceDoc,
     RunDoc,
@@ -22,8 +22,8 @@ from evbench.shared.documents import (
     SenderClock,
     SenderDoc,
 )
-from evbench.shared.layout import SutDir
-from evbench.shared.records import RUN_JSON_VERSION
+from contract.layout import SutDir
+from contract.records import RUN_JSON_VERSION
 
 if TYPE_CHECKING:
     from evbench.runner import RunOptions, RunOutcome

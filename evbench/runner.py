@@ -19,14 +19,14 @@ from pathlib import Path
 
 import httpx
 
+from contract.documents import RunStatus
+from contract.errors import EvbenchError
+from contract.layout import SutDir, new_sut_dir, next_run_id, sut_dir_for
+from contract.procs import Child
 from evbench.instruments import start_receiver
 from evbench.progress import progress_line, step_line
 from evbench.rundoc import environment, run_document, sender_clocks, write_run_json
 from evbench.samples import ProcessSampler
-from evbench.shared.documents import RunStatus
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import SutDir, new_sut_dir, next_run_id, sut_dir_for
-from evbench.shared.procs import Child
 from loadgen.pace import Pace, parse_warmup
 from loadgen.settings import SenderSettings, SendKnobs
 from receivers.limits import Limits

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psutil
 
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import PROCESS_SAMPLE_FIELDS, ProcessSampleRow
+from contract.parquet import PartWriter
+from contract.records import PROCESS_SAMPLE_FIELDS, ProcessSampleRow
 
 
 class ProcessSampler:

@@ -32,6 +32,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
+from contract.documents import SearchDoc, SearchProbeDoc
+from contract.errors import EvbenchError
+from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.parquet import part_files
+from contract.procs import Child
 from evbench.instruments import start_receiver
 from evbench.probejudge import Objective, ProbeRecords, probe_figures, verdict_of
 from evbench.rundoc import environment, run_document, write_run_json
@@ -46,11 +51,6 @@ from evbench.runner import (
 )
 from evbench.samples import ProcessSampler
 from evbench.searchplan import Outcome, Probe, Result, SearchPlan, next_step
-from evbench.shared.documents import SearchDoc, SearchProbeDoc
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import SutDir, new_sut_dir, next_run_id
-from evbench.shared.parquet import part_files
-from evbench.shared.procs import Child
 from loadgen.pace import parse_pace
 from loadgen.settings import SenderSettings, SendKnobs
 from suts.lab import LabSettings, Sut, make_sut

@@ -18,10 +18,10 @@ from dataclasses import asdict
 
 import uvloop
 
-from evbench.shared.errors import EvbenchError
-from evbench.shared.parquet import PartWriter
-from evbench.shared.procs import raise_fd_limit
-from evbench.shared.records import SENT_FIELDS
+from contract.errors import EvbenchError
+from contract.parquet import PartWriter
+from contract.procs import raise_fd_limit
+from contract.records import SENT_FIELDS
 from loadgen.clocksync import measure
 from loadgen.engine import Engine
 from loadgen.http import HttpTransport

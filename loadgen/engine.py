@@ -24,9 +24,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from evbench.shared.formulas import achieved_rate_per_s, percentile
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import INFLIGHT_CAP_ERROR
+from contract.formulas import achieved_rate_per_s, percentile
+from contract.parquet import PartWriter
+from contract.records import INFLIGHT_CAP_ERROR
 from loadgen.recorder import NO_TIME, RowPlan, SentColumns, is_decoy, to_batch
 from loadgen.request import DECOY, MEASURE, WARMUP, Request, Transport
 from loadgen.schedule import NS_PER_S, PlannedStep

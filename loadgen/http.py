@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from evbench.shared.formulas import percentile
-from evbench.shared.records import DECOY_EVENT_TYPE, EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
+from contract.formulas import percentile
+from contract.records import DECOY_EVENT_TYPE, EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
 from loadgen.payload import PayloadBuilder
 from loadgen.request import Complete, Request
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
-from evbench.shared.records import (
+from contract.records import (
     DECOY_EVENT_TYPE,
     EVENT_ID_HEADER,
     EVENT_TYPE,

@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from evbench.shared.errors import PaceError
+from contract.errors import PaceError
 
 DEFAULT_STEP_SECONDS = 10
 _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>[sm]?)$")

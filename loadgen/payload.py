@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import string
 
-from evbench.shared.records import PAYLOAD_ID_PREFIX
+from contract.records import PAYLOAD_ID_PREFIX
 
 _MIDDLE = b'","pad":"'
 _END = b'"}'

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evbench.shared.parquet import arrow_schema
-from evbench.shared.records import SENT_FIELDS
+from contract.parquet import arrow_schema
+from contract.records import SENT_FIELDS
 from loadgen.schedule import PlannedStep
 
 # Stored instead of null for a time that does not exist (never sent, never answered): epoch

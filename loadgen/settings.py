@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from evbench.shared.argtypes import at_least_one, non_negative, positive_seconds, seconds
-from evbench.shared.procs import Child
+from contract.argtypes import at_least_one, non_negative, positive_seconds, seconds
+from contract.procs import Child
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import uvloop
 
-from evbench.shared.argtypes import port_number, signed_milliseconds
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import safe_component
-from evbench.shared.procs import raise_fd_limit
+from contract.argtypes import port_number, signed_milliseconds
+from contract.errors import EvbenchError
+from contract.layout import safe_component
+from contract.procs import raise_fd_limit
 from receivers.limits import Limits, add_limit_arguments, limits_from
 
 # Descriptors kept free for part files, the log, the listening socket and the runtime itself.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import NamedTuple, Protocol
 
-from evbench.shared.records import PAYLOAD_ID_PREFIX
+from contract.records import PAYLOAD_ID_PREFIX
 
 STRUCTURED = b"application/cloudevents+json"
 # evbench's own ids are ~30 characters; CloudEvents ids from other tools (UUIDs, partition/offset)

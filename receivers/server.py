@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httptools
 
-from evbench.shared import recordshare
-from evbench.shared.parquet import PartWriter, slices
-from evbench.shared.records import EVENT_ID_HEADER, RECEIVED_FIELDS
+from contract import recordshare
+from contract.parquet import PartWriter, slices
+from contract.records import EVENT_ID_HEADER, RECEIVED_FIELDS
 from receivers.identify import InvalidId, Malformed, identify
 from receivers.limits import Limits
 
@@ -295,7 +295,7 @@ class _Connection(asyncio.Protocol):
         elif method in (b"GET", b"HEAD") and path == b"/healthz":
             self._respond(_response("200 OK", b"ok\n", head=head))
         elif method == b"GET" and path == b"/clock":
-            # An NTP-style exchange (evbench.shared.clocks): when the request's first bytes
+            # An NTP-style exchange (contract.clocks): when the request's first bytes
             # arrived and when this answer leaves, on the clock that stamps the records.
             body = b'{"received_ns":%d,"replied_ns":%d}' % (self.started_ns, self.now_ns())
             self._respond(_response("200 OK", body, b"application/json"))

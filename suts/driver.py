@@ -24,8 +24,8 @@ from typing import ClassVar
 
 import httpx
 
-from evbench.shared.errors import EvbenchError
-from evbench.shared.procs import Child
+from contract.errors import EvbenchError
+from contract.procs import Child
 from suts.settings import DEFAULT_TRIGGER, LabSettings
 from suts.tansu import Tansu, create_topic
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 from suts.driver import LabSettings, Sut
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 from suts.driver import DEFAULT_TRIGGER, LabSettings, Sut
 from suts.drivers import (
     BrokerImc,

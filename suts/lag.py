@@ -12,8 +12,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import CONSUMER_LAG_FIELDS, ConsumerLagRow
+from contract.parquet import PartWriter
+from contract.records import CONSUMER_LAG_FIELDS, ConsumerLagRow
 
 
 def partition_lag(end_offset: int, committed: int | None, low_offset: int) -> int:

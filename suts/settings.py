@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evbench.shared.records import EVENT_TYPE, WARMUP_EVENT_TYPE
+from contract.records import EVENT_TYPE, WARMUP_EVENT_TYPE
 
 # The trigger of the broker SUTs: Knative's exact attribute match, any of these alternatives.
 # Warmup events pass so they warm the whole path; decoys (DECOY_EVENT_TYPE) do not.

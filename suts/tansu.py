@@ -15,8 +15,8 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from evbench.shared.errors import EvbenchError
-from evbench.shared.procs import die_with_parent
+from contract.errors import EvbenchError
+from contract.procs import die_with_parent
 
 
 def broker_binary() -> str:

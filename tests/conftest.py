@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from contract.procs import Child
 from evbench.instruments import start_receiver
-from evbench.shared.procs import Child
 
 if TYPE_CHECKING:  # PySpark is imported by the tests that use Spark, not by the pure ones
     from pyspark.sql import SparkSession

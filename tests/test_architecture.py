@@ -1,6 +1,6 @@
 """The import floors of DESIGN §2, read from the source (nothing is imported or run).
 
-- the shared floor, `evbench.shared`, imports nothing else of the project, and of the outside
+- the shared floor, `contract`, imports nothing else of the project, and of the outside
   world only the standard library and pyarrow;
 - `loadgen`, `receivers`, `suts` and `analysis` import only themselves and the floor;
 - the orchestration (the rest of `evbench`) may import everything;
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = "evbench.shared"
+FLOOR = "contract"
 PACKAGES = ("loadgen", "receivers", "suts", "analysis")
-PROJECT = ("evbench", *PACKAGES)
+PROJECT = ("evbench", FLOOR, *PACKAGES)
 FLOOR_THIRD_PARTY = {"pyarrow"}
 PATCHING = {"gevent", "geventhttpclient", "locust"}
 # Entry points of the processes that load Spark (the CLI runs `analyze` in-process, and the
@@ -91,8 +91,8 @@ def _top(name: str) -> str:
 
 def test_the_source_is_read_at_all():
     """Guards every rule below against passing because nothing was found."""
-    assert "loadgen.engine" in MODULES and "evbench.shared.records" in MODULES
-    assert "evbench.shared.records" in {_project_module(n) for n in imports_of("loadgen.engine")}
+    assert "loadgen.engine" in MODULES and "contract.records" in MODULES
+    assert "contract.records" in {_project_module(n) for n in imports_of("loadgen.engine")}
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) == FLOOR))

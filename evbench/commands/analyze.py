@@ -6,11 +6,11 @@ import argparse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from contract.argtypes import seconds
+from contract.clocks import CORRECTION_MODES
+from contract.errors import EvbenchError
+from contract.layout import analysed_summaries
 from evbench.commands import echo
-from evbench.shared.argtypes import seconds
-from evbench.shared.clocks import CORRECTION_MODES
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import analysed_summaries
 
 
 def add(commands: argparse._SubParsersAction) -> None:

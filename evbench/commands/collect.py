@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from contract.layout import default_runs_dir
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
-from evbench.shared.layout import default_runs_dir
 
 
 def add(commands: argparse._SubParsersAction) -> None:

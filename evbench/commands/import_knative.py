@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
-from evbench.shared.layout import default_runs_dir, next_run_id
 from loadgen.pace import resolve_pace
 
 

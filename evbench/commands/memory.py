@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from contract.argtypes import at_least_one, positive_seconds
+from contract.errors import EvbenchError
+from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import echo
-from evbench.shared.argtypes import at_least_one, positive_seconds
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import default_runs_dir, next_run_id
 
 
 def _partitions(text: str) -> tuple[int, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 from loadgen.pace import default_paces_dir, list_pace_files, parse_pace
 
 

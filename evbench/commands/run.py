@@ -7,11 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+from contract.argtypes import at_least_one, seconds, signed_milliseconds
+from contract.layout import default_runs_dir
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from evbench.shared.argtypes import at_least_one, seconds, signed_milliseconds
-from evbench.shared.layout import default_runs_dir
 from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments, knobs_from_args
 

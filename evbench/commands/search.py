@@ -6,13 +6,13 @@ import argparse
 import signal
 from pathlib import Path
 
+from contract.argtypes import at_least_one, seconds
+from contract.errors import EvbenchError
+from contract.layout import default_runs_dir
+from contract.parquet import part_files
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from evbench.shared.argtypes import at_least_one, seconds
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import default_runs_dir
-from evbench.shared.parquet import part_files
 from loadgen.settings import add_knob_arguments, knobs_from_args
 
 
@@ -141,10 +141,10 @@ def add(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from contract.layout import next_run_id, sut_dir_for
     from evbench.probejudge import parse_objective
     from evbench.search import SearchOptions, search
     from evbench.searchplan import SearchPlan, parse_resolution
-    from evbench.shared.layout import next_run_id, sut_dir_for
     from suts.lab import LOCAL_SUTS
 
     knobs = knobs_from_args(args)

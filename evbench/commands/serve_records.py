@@ -8,8 +8,8 @@ import json
 import threading
 from pathlib import Path
 
-from evbench.shared.argtypes import port_number, positive_seconds
-from evbench.shared.recordshare import server
+from contract.argtypes import port_number, positive_seconds
+from contract.recordshare import server
 
 
 def add(commands: argparse._SubParsersAction) -> None:

@@ -2,7 +2,7 @@
 
 Each worker runs an ordinary sender on its share of the slots (`--worker i --workers N`: every
 Nth slot, so the fleet's schedule stays evenly spaced) and forwards that sender's JSON lines.
-The master prints lines of the same types one sender prints (evbench.shared.documents), so
+The master prints lines of the same types one sender prints (contract.documents), so
 whoever follows a sender (`evbench run`, a person) follows a fleet the same way:
 
 - counts add up across workers (sent, ok, failures, rows written, connections, ...);

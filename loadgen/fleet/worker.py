@@ -21,7 +21,7 @@ from pathlib import Path
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from evbench.shared.procs import Child
+from contract.procs import Child
 from loadgen.fleet import messages
 from loadgen.fleet.locust_stats import feed
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args

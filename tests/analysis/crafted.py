@@ -2,8 +2,8 @@
 
 import json
 
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import (
+from contract.parquet import PartWriter
+from contract.records import (
     INFLIGHT_CAP_ERROR,
     RECEIVED_FIELDS,
     SENT_FIELDS,

@@ -3,8 +3,8 @@
 import pytest
 
 from analysis.job import _clock_summary
-from evbench.shared.clocks import Correction, OffsetEstimate
-from evbench.shared.documents import ClockSummaryDoc, problems
+from contract.clocks import Correction, OffsetEstimate
+from contract.documents import ClockSummaryDoc, problems
 
 MS = 1_000_000
 

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.compact import compact, up_to_date
-from evbench.shared.parquet import RecordFileError, arrow_schema
-from evbench.shared.records import RECEIVED_FIELDS
+from contract.parquet import RecordFileError, arrow_schema
+from contract.records import RECEIVED_FIELDS
 
 SCHEMA = arrow_schema(RECEIVED_FIELDS)
 

@@ -23,7 +23,7 @@ from analysis.digests import (
     top_values,
     write_per_second,
 )
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 
 
 def _spiky_latencies(n: int, seed: int) -> np.ndarray:

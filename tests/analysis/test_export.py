@@ -6,8 +6,8 @@ import json
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow
+from contract.parquet import PartWriter
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow
 from tests.analysis.crafted import MS, T0, S, sent_row
 
 STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them

@@ -7,10 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
+from contract.errors import EvbenchError, RecordFileError
+from contract.parquet import read_parts
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.knative import import_knative
-from evbench.shared.errors import EvbenchError, RecordFileError
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 from tests.analysis.crafted import T0, craft
 
 

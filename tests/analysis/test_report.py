@@ -15,9 +15,9 @@ from analysis.report import (
     write_index,
     write_report,
 )
-from evbench.shared.errors import EvbenchError
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import (
+from contract.errors import EvbenchError
+from contract.parquet import PartWriter
+from contract.records import (
     CONSUMER_LAG_FIELDS,
     PROCESS_SAMPLE_FIELDS,
     ConsumerLagRow,

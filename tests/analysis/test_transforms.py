@@ -21,8 +21,8 @@ from analysis.transforms import (
     with_latencies,
     with_outcomes,
 )
-from evbench.shared.clocks import Correction, OffsetEstimate
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.clocks import Correction, OffsetEstimate
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 
 S = 1_000_000_000
 MS = 1_000_000

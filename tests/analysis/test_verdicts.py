@@ -20,7 +20,7 @@ from analysis.verdicts import (
     under_instrument_failure,
     verdict_text,
 )
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 
 T = Thresholds()
 

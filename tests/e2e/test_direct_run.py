@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut
-from evbench.shared.documents import RunDoc, SummaryDoc, problems
-from evbench.shared.parquet import part_files, read_parts
-from evbench.shared.procs import die_with_parent
-from evbench.shared.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from contract.documents import RunDoc, SummaryDoc, problems
+from contract.parquet import part_files, read_parts
+from contract.procs import die_with_parent
+from contract.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
 from tests.browser import console_errors, drawn, render

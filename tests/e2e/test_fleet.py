@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evbench.shared.documents import RunDoc, problems
-from evbench.shared.parquet import read_parts
-from evbench.shared.procs import die_with_parent
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.documents import RunDoc, problems
+from contract.parquet import read_parts
+from contract.procs import die_with_parent
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
 from tests.conftest import wait_until

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS
+from contract.parquet import read_parts
+from contract.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS
 from tests.browser import console_errors, drawn, render
 
 pytestmark = pytest.mark.e2e

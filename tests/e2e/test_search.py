@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
+from contract.documents import RunDoc, SummaryDoc, problems
+from contract.parquet import read_parts
+from contract.records import SENT_FIELDS
 from evbench.search import SearchOptions, search
 from evbench.searchplan import Resolution, SearchPlan
-from evbench.shared.documents import RunDoc, SummaryDoc, problems
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import SENT_FIELDS
 from loadgen.settings import SendKnobs
 from suts.drivers import known_capacity
 from suts.lab import make_sut

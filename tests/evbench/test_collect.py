@@ -11,10 +11,10 @@ import threading
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut
+from contract.documents import RunDoc, problems
+from contract.procs import Child
+from contract.recordshare import fetch_all, listing, resolve, server
 from evbench.instruments import start_receiver
-from evbench.shared.documents import RunDoc, problems
-from evbench.shared.procs import Child
-from evbench.shared.recordshare import fetch_all, listing, resolve, server
 
 pytestmark = pytest.mark.e2e
 

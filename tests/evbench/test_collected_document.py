@@ -1,7 +1,7 @@
 """run.json of a collected run, from senders' summary files and receivers' counters (pure)."""
 
+from contract.documents import RunDoc, problems
 from evbench.collect import collected_document
-from evbench.shared.documents import RunDoc, problems
 from loadgen.settings import SenderSettings, SendKnobs
 
 

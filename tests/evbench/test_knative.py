@@ -6,6 +6,10 @@ import sys
 
 import pytest
 
+from contract.documents import RunDoc, problems
+from contract.errors import EvbenchError
+from contract.parquet import read_parts
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.knative import (
     Samples,
     import_knative,
@@ -14,10 +18,6 @@ from evbench.knative import (
     rebuild_events,
     segments,
 )
-from evbench.shared.documents import RunDoc, problems
-from evbench.shared.errors import EvbenchError
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import RECEIVED_FIELDS, SENT_FIELDS
 
 T = 1573740000000.0  # ms since the epoch, November 2019
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
+from contract.documents import RunDoc, problems
+from contract.layout import SutDir
 from evbench.rundoc import Environment, run_document
 from evbench.runner import RunOptions, RunOutcome
-from evbench.shared.documents import RunDoc, problems
-from evbench.shared.layout import SutDir
 from loadgen.pace import parse_pace
 from loadgen.settings import SendKnobs
 

@@ -1,5 +1,7 @@
 import pytest
 
+from contract.errors import EvbenchError
+from contract.layout import new_sut_dir, next_run_id
 from evbench.progress import progress_line, step_line
 from evbench.runner import (
     RunOptions,
@@ -9,8 +11,6 @@ from evbench.runner import (
     run_matrix,
     sender_failure,
 )
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import new_sut_dir, next_run_id
 from loadgen.pace import parse_pace
 
 

@@ -6,10 +6,10 @@ import time
 import httpx
 import pytest
 
+from contract.clocks import estimate
+from contract.parquet import read_parts
+from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
-from evbench.shared.clocks import estimate
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import RECEIVED_FIELDS
 from loadgen.clocksync import exchange_with, measure, parse_answer
 
 MS = 1_000_000

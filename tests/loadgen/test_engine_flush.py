@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evbench.shared.parquet import PartWriter, read_parts
-from evbench.shared.records import SENT_FIELDS
+from contract.parquet import PartWriter, read_parts
+from contract.records import SENT_FIELDS
 from loadgen.engine import Engine
 from loadgen.pace import Step
 from loadgen.recorder import RowPlan

@@ -3,7 +3,7 @@ prints) out. Pure."""
 
 import pytest
 
-from evbench.shared.documents import SenderDone, SenderProgress, SenderStart, StepEnd, problems
+from contract.documents import SenderDone, SenderProgress, SenderStart, StepEnd, problems
 from loadgen.fleet.tally import Tally, merged_done
 
 RATE = 1000

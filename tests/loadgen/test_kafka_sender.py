@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import KAFKA_ACK_STATUS, SENT_FIELDS
+from contract.parquet import read_parts
+from contract.records import KAFKA_ACK_STATUS, SENT_FIELDS
 from loadgen.settings import SenderSettings
 from suts.tansu import Tansu, create_topic
 

@@ -1,6 +1,6 @@
 import pytest
 
-from evbench.shared.errors import PaceError
+from contract.errors import PaceError
 from loadgen.pace import Pace, Step, inline_name, parse_pace, parse_warmup, resolve_pace
 
 GOOD = [

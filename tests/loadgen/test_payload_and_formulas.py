@@ -1,6 +1,6 @@
 import pytest
 
-from evbench.shared.formulas import achieved_rate_per_s, percentile
+from contract.formulas import achieved_rate_per_s, percentile
 from loadgen.payload import PayloadBuilder, event_id
 from receivers.identify import payload_event_id
 

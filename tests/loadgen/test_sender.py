@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evbench.shared.documents import (
+from contract.documents import (
     SenderAnswers,
     SenderDone,
     SenderProgress,
@@ -19,9 +19,9 @@ from evbench.shared.documents import (
     StepStart,
     problems,
 )
-from evbench.shared.parquet import read_parts
-from evbench.shared.procs import Child
-from evbench.shared.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from contract.parquet import read_parts
+from contract.procs import Child
+from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.settings import SenderSettings, SendKnobs
 from suts.faulty import BlackHole, SlowServer
 from tests.conftest import wait_until

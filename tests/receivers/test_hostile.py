@@ -12,8 +12,8 @@ import httpx
 import psutil
 import pytest
 
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import RECEIVED_FIELDS
+from contract.parquet import read_parts
+from contract.records import RECEIVED_FIELDS
 from receivers.limits import MIB, Limits
 from suts.hostile import KINDS, SLOW_KINDS, binary_event, storm, table
 from tests.conftest import wait_until

@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contract.parquet import read_parts
+from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
-from evbench.shared.parquet import read_parts
-from evbench.shared.records import RECEIVED_FIELDS
 from receivers.limits import Limits
 from receivers.server import Receiver, _Connection
 from suts.hostile import binary_event, structured_event

@@ -9,10 +9,10 @@ import time
 import httpx
 import pytest
 
-from evbench.shared.documents import Listening, Stopped, problems
-from evbench.shared.parquet import read_parts
-from evbench.shared.procs import Child
-from evbench.shared.records import RECEIVED_FIELDS
+from contract.documents import Listening, Stopped, problems
+from contract.parquet import read_parts
+from contract.procs import Child
+from contract.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 from tests.conftest import wait_until
 

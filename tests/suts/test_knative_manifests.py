@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from evbench.shared.records import DECOY_EVENT_TYPE, EVENT_TYPE, WARMUP_EVENT_TYPE
+from contract.records import DECOY_EVENT_TYPE, EVENT_TYPE, WARMUP_EVENT_TYPE
 from suts.lab import LOCAL_SUTS
 
 DIR = Path(__file__).resolve().parents[2] / "suts" / "knative"

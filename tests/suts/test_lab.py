@@ -13,15 +13,15 @@ import psutil
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from evbench.runner import RunOptions, RunOutcome, run, run_matrix
-from evbench.shared.parquet import read_parts
-from evbench.shared.procs import Child
-from evbench.shared.records import (
+from contract.parquet import read_parts
+from contract.procs import Child
+from contract.records import (
     CONSUMER_LAG_FIELDS,
     PROCESS_SAMPLE_FIELDS,
     RECEIVED_FIELDS,
     SENT_FIELDS,
 )
+from evbench.runner import RunOptions, RunOutcome, run, run_matrix
 from loadgen.pace import resolve_pace
 from loadgen.settings import SendKnobs
 from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings

@@ -3,7 +3,7 @@
 A receiver serves its own records (receivers.server: GET /records, /records/<path>), a sender's
 records are served by `evbench serve-records DIR`, and `evbench collect` fetches both into a
 normal run directory. Only complete files are listed: part files are written under a dot-name
-and renamed when whole (evbench.shared.parquet), and dot-files are never listed, so a listing
+and renamed when whole (contract.parquet), and dot-files are never listed, so a listing
 taken mid-run is a consistent prefix of the records, never half a file. Standard library only.
 """
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evbench.shared.errors import RecordFileError
-from evbench.shared.layout import safe_component
-from evbench.shared.records import Field
+from contract.errors import RecordFileError
+from contract.layout import safe_component
+from contract.records import Field
 
 _ARROW_TYPES = {
     "string": pa.string(),

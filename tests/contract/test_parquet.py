@@ -2,8 +2,8 @@
 
 import json
 
-from evbench.shared.parquet import PartWriter, read_parts
-from evbench.shared.records import RECEIVED_FIELDS
+from contract.parquet import PartWriter, read_parts
+from contract.records import RECEIVED_FIELDS
 
 
 def _row(event_id: object, received_ns: object = 1) -> tuple:

@@ -49,7 +49,7 @@ class ReceiverDoc(TypedDict):
 
 
 class OffsetDoc(TypedDict):
-    """evbench.shared.clocks.OffsetEstimate: the receiver's clock minus the sender's."""
+    """contract.clocks.OffsetEstimate: the receiver's clock minus the sender's."""
 
     at_ns: int
     offset_ns: int
@@ -71,7 +71,7 @@ class SenderClock(TypedDict):
 
 class ClockDoc(TypedDict):
     """How sender and receiver stamps relate; `senders` holds each worker's measured offsets
-    (evbench.shared.clocks), which the analysis uses to correct end-to-end latency."""
+    (contract.clocks), which the analysis uses to correct end-to-end latency."""
 
     sender_receiver_same_host: bool
     offset_ns: int

@@ -121,7 +121,7 @@ MEMORY_SAMPLE_FIELDS: tuple[Field, ...] = (
 
 # One named row type per record, for code that builds rows one at a time (the 2019 import, the
 # samplers, tests): a row reads as names instead of positions. Field order and types are the
-# field tuples' above, and tests/evbench/test_records.py holds the two equal. The sender builds
+# field tuples' above, and tests/contract/test_records.py holds the two equal. The sender builds
 # whole columns (loadgen/recorder.py) and the receiver's hot path a plain tuple in this order.
 class SentRow(NamedTuple):
     event_id: str

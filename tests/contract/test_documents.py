@@ -1,11 +1,11 @@
 """Documents checked against their types: the checker itself (pure)."""
 
-# No `from __future__ import annotations`: see evbench/shared/documents.py.
+# No `from __future__ import annotations`: see contract/documents.py.
 from typing import NotRequired, TypedDict
 
 import pytest
 
-from evbench.shared.documents import RunDoc, problems
+from contract.documents import RunDoc, problems
 
 
 class Inner(TypedDict):

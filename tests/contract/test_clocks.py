@@ -1,6 +1,6 @@
 import pytest
 
-from evbench.shared.clocks import (
+from contract.clocks import (
     Correction,
     Exchange,
     OffsetEstimate,

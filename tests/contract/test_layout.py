@@ -2,10 +2,10 @@
 
 import pytest
 
-from evbench.shared.errors import EvbenchError
-from evbench.shared.layout import MAX_COMPONENT_CHARS, new_sut_dir, safe_component
-from evbench.shared.parquet import PartWriter
-from evbench.shared.records import SENT_FIELDS
+from contract.errors import EvbenchError
+from contract.layout import MAX_COMPONENT_CHARS, new_sut_dir, safe_component
+from contract.parquet import PartWriter
+from contract.records import SENT_FIELDS
 
 RULE = f"1 to {MAX_COMPONENT_CHARS} characters"
 

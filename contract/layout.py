@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evbench.shared.errors import EvbenchError
+from contract.errors import EvbenchError
 
 
 @dataclass(frozen=True)

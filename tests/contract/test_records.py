@@ -4,9 +4,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evbench.shared.errors import RecordFileError
-from evbench.shared.parquet import PartWriter, arrow_schema, part_files, read_parts
-from evbench.shared.records import (
+from contract.errors import RecordFileError
+from contract.parquet import PartWriter, arrow_schema, part_files, read_parts
+from contract.records import (
     RECEIVED_FIELDS,
     ROW_TYPES,
     SENT_FIELDS,
