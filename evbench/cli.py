@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from contract.errors import EvbenchError
 from evbench.commands import (
@@ -67,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["send"]:
         send.exec_sender(argv[1:])
     args = build_parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.main  # each command's set_defaults
     try:
-        return args.main(args)
+        return command(args)
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,13 @@ JVM and the instruments' processes never load Spark."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TypeAlias
+
+# What each command's `add` is given: argparse's subparsers, generic only to the type checker
+# (a string, so nothing subscripts the class at run time).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def echo(line: str) -> None:

@@ -10,10 +10,10 @@ from contract.argtypes import seconds
 from contract.clocks import CORRECTION_MODES
 from contract.errors import EvbenchError
 from contract.layout import analysed_summaries
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: Subcommands) -> None:
     analyze = commands.add_parser(
         "analyze",
         help="compute latency tails, throughput, losses and verdicts with Spark",

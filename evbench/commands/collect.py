@@ -7,11 +7,11 @@ import argparse
 from pathlib import Path
 
 from contract.layout import default_runs_dir
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import analyze_path
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: Subcommands) -> None:
     collect = commands.add_parser(
         "collect",
         help="fetch a run's records from senders and receivers that ran elsewhere",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: Subcommands) -> None:
     compare = commands.add_parser(
         "compare",
         help="the same SUTs across analysed runs: breaking points and P99.99 side by side",

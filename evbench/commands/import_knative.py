@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 
 from contract.layout import default_runs_dir, next_run_id
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import analyze_path
 from loadgen.pace import resolve_pace
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: Subcommands) -> None:
     legacy = commands.add_parser(
         "import-knative",
         help="turn 2019 Knative performance results into a run that analyze and reports handle",

@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 
 from contract.errors import EvbenchError
+from evbench.commands import Subcommands
 from loadgen.pace import default_paces_dir, list_pace_files, parse_pace
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: Subcommands) -> None:
     paces = commands.add_parser(
         "paces", help="list pace files with their steps, duration and events"
     )

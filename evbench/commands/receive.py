@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from evbench.commands import Subcommands
 
-def add(commands: argparse._SubParsersAction) -> None:
+
+def add(commands: Subcommands) -> None:
     from receivers.cli import add_arguments
 
     receive = commands.add_parser(

@@ -7,12 +7,13 @@ HOST` run a Locust fleet's master and workers instead (`python -m loadgen.fleet`
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from evbench.commands import Subcommands
 
-def add(commands: argparse._SubParsersAction) -> None:
+
+def add(commands: Subcommands) -> None:
     commands.add_parser(
         "send",
         help="run a standalone open-loop sender (see `evbench send --help`)",

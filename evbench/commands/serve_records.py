@@ -10,9 +10,10 @@ from pathlib import Path
 
 from contract.argtypes import port_number, positive_seconds
 from contract.recordshare import server
+from evbench.commands import Subcommands
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: Subcommands) -> None:
     serve = commands.add_parser(
         "serve-records",
         help="serve a directory's records over HTTP for `evbench collect`",
