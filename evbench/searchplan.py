@@ -28,8 +28,15 @@ class Resolution:
     fraction: float | None = None
     per_s: int | None = None
 
+    def __post_init__(self) -> None:
+        if (self.fraction is None) == (self.per_s is None):
+            raise ValueError("a resolution is a fraction or a rate, one of the two")
+
     def step(self, rate: int) -> int:
-        return self.per_s if self.per_s is not None else max(1, math.ceil(rate * self.fraction))
+        if self.per_s is not None:
+            return self.per_s
+        assert self.fraction is not None  # __post_init__: one of the two is set
+        return max(1, math.ceil(rate * self.fraction))
 
     def gap_ok(self, hold: int, broke: int) -> bool:
         return broke - hold <= self.step(hold)
@@ -228,8 +235,9 @@ def _confirming(
         return replace(found, max_sustainable_per_s=held, why=why)
     if n >= plan.max_probes:
         return replace(found, why=f"gave up after {n} probes without a confirmed rate")
+    if broke is None:  # only sender-limited confirmations, which end the search (next_step)
+        return replace(found, why="no rate held for the confirmation's hold")
     if held is None:
-        assert broke is not None
         failed = sum(1 for o in confirms if o.verdict == BREAKS)
         lower = broke - plan.resolution.step(broke) * 2 ** (failed - 1)
         if lower < 1:
