@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contract.documents import RunDoc
+from contract.documents import PaceStepDoc, RunDoc
 from contract.errors import EvbenchError
-from contract.layout import new_sut_dir, safe_component
+from contract.layout import SutDir, new_sut_dir, safe_component
 from contract.parquet import PartWriter
 from contract.records import (
     RECEIVED_FIELDS,
@@ -149,71 +149,13 @@ def import_knative(
     # Checked again where the directory is made; here so a bad name fails before a long parse.
     safe_component("run id", run_id)
     safe_component("SUT name", sut)
-    if source.is_dir():
-        samples = parse_processed_dir(source)
-    elif source.is_file():
-        samples = parse_mako_csv(source.read_text(errors="replace"), str(source))
-    else:
-        raise EvbenchError(f"{source}: no such file or directory")
-    events, unpaired = rebuild_events(samples)
+    events, unpaired = rebuild_events(read_samples(source))
     if not events:
         raise EvbenchError(f"{source}: no publish samples or failures found")
     spans = segments([e.sent_ms for e in events])
-    if pace_rates is not None and len(pace_rates) != len(spans):
-        raise EvbenchError(
-            f"{source}: the pace has {len(pace_rates)} steps but the data has {len(spans)} "
-            f"(send times separated by more than {STEP_GAP_MS / 1e3:g} s); omit --pace to infer"
-        )
-    steps = []
-    for i, (start, end) in enumerate(spans):
-        duration_s = max(1, round((events[end - 1].sent_ms - events[start].sent_ms) / 1e3))
-        rate = pace_rates[i] if pace_rates else max(1, round((end - start) / duration_s))
-        steps.append({"rate_per_s": rate, "duration_s": duration_s})
+    steps = pace_steps(events, spans, pace_rates, source)
     sut_dir = new_sut_dir(runs_dir, run_id, PACE_NAME, sut)
-    sent_w = PartWriter(sut_dir.sent, SENT_FIELDS, prefix="sent-imported")
-    recv_w = PartWriter(sut_dir.received, RECEIVED_FIELDS, prefix="imported")
-    for number, (start, end) in enumerate(spans, start=1):
-        rate = steps[number - 1]["rate_per_s"]
-        for seq in range(start, end):
-            e = events[seq]
-            sent_ns = round(e.sent_ms * 1e6)
-            eid = f"knative-{seq}"
-            answered = e.publish_ms is not None
-            ack_ns = sent_ns + round(e.publish_ms * 1e6) if answered else None
-            status, error = (202, None) if answered else (0, IMPORTED_ERROR)
-            sent_w.append(
-                SentRow(
-                    event_id=eid,
-                    seq=seq,
-                    step=number,
-                    warmup=False,
-                    decoy=False,
-                    target_rate_per_s=rate,
-                    intended_ns=sent_ns,  # 2019 had no schedule: intended is sent
-                    sent_ns=sent_ns,
-                    ack_ns=ack_ns,
-                    status=status,
-                    error=error,
-                    worker=0,
-                    payload_bytes=0,  # not recorded in 2019
-                )
-            )
-            if not answered:
-                continue
-            if e.delivery_ms is not None:
-                recv_w.append(
-                    ReceivedRow(
-                        event_id=eid,
-                        received_ns=sent_ns + round(e.delivery_ms * 1e6),
-                        receiver="knative-2019",
-                        payload_bytes=0,
-                        ce_id=None,
-                        ce_type=None,
-                        ce_source=None,
-                    )
-                )
-        sent_w.flush()
-        recv_w.flush()
+    _write_records(sut_dir, events, spans, steps)
     run: RunDoc = {
         "version": RUN_JSON_VERSION,
         "run_id": run_id,
@@ -235,3 +177,76 @@ def import_knative(
     }
     sut_dir.run_json.write_text(json.dumps(run, indent=2) + "\n")
     return sut_dir.root
+
+
+def read_samples(source: Path) -> Samples:
+    """A processed directory or a mako-stub CSV, whichever `source` is."""
+    if source.is_dir():
+        return parse_processed_dir(source)
+    if source.is_file():
+        return parse_mako_csv(source.read_text(errors="replace"), str(source))
+    raise EvbenchError(f"{source}: no such file or directory")
+
+
+def pace_steps(
+    events: list[Event], spans: list[tuple[int, int]], rates: list[int] | None, source: Path
+) -> list[PaceStepDoc]:
+    """One step per span of sending: its whole seconds, and its rate from the pace when given
+    (which must have as many steps), else the span's events over its seconds."""
+    if rates is not None and len(rates) != len(spans):
+        raise EvbenchError(
+            f"{source}: the pace has {len(rates)} steps but the data has {len(spans)} "
+            f"(send times separated by more than {STEP_GAP_MS / 1e3:g} s); omit --pace to infer"
+        )
+    steps: list[PaceStepDoc] = []
+    for i, (start, end) in enumerate(spans):
+        duration_s = max(1, round((events[end - 1].sent_ms - events[start].sent_ms) / 1e3))
+        rate = rates[i] if rates else max(1, round((end - start) / duration_s))
+        steps.append({"rate_per_s": rate, "duration_s": duration_s})
+    return steps
+
+
+def _write_records(
+    sut_dir: SutDir, events: list[Event], spans: list[tuple[int, int]], steps: list[PaceStepDoc]
+) -> None:
+    """sent/ and received/ as a run writes them, one part of each per step."""
+    sent_w = PartWriter(sut_dir.sent, SENT_FIELDS, prefix="sent-imported")
+    recv_w = PartWriter(sut_dir.received, RECEIVED_FIELDS, prefix="imported")
+    for number, ((start, end), step) in enumerate(zip(spans, steps, strict=True), start=1):
+        for seq in range(start, end):
+            e = events[seq]
+            sent_w.append(_sent_row(e, seq, number, step["rate_per_s"]))
+            if e.publish_ms is not None and e.delivery_ms is not None:
+                recv_w.append(
+                    ReceivedRow(
+                        event_id=f"knative-{seq}",
+                        received_ns=round(e.sent_ms * 1e6) + round(e.delivery_ms * 1e6),
+                        receiver="knative-2019",
+                        payload_bytes=0,
+                        ce_id=None,
+                        ce_type=None,
+                        ce_source=None,
+                    )
+                )
+        sent_w.flush()
+        recv_w.flush()
+
+
+def _sent_row(e: Event, seq: int, step: int, rate: int) -> SentRow:
+    sent_ns = round(e.sent_ms * 1e6)
+    answered = e.publish_ms is not None
+    return SentRow(
+        event_id=f"knative-{seq}",
+        seq=seq,
+        step=step,
+        warmup=False,
+        decoy=False,
+        target_rate_per_s=rate,
+        intended_ns=sent_ns,  # 2019 had no schedule: intended is sent
+        sent_ns=sent_ns,
+        ack_ns=sent_ns + round(e.publish_ms * 1e6) if e.publish_ms is not None else None,
+        status=202 if answered else 0,
+        error=None if answered else IMPORTED_ERROR,
+        worker=0,
+        payload_bytes=0,  # not recorded in 2019
+    )
