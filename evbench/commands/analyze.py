@@ -5,12 +5,19 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contract.argtypes import seconds
 from contract.clocks import CORRECTION_MODES
 from contract.errors import EvbenchError
 from contract.layout import analysed_summaries
 from evbench.commands import Subcommands, echo
+
+if TYPE_CHECKING:  # Spark and the analysis load only when a command runs (see main)
+    from pyspark.sql import SparkSession
+
+    from analysis.job import SutInputs
+    from analysis.verdicts import Thresholds
 
 
 def add(commands: Subcommands) -> None:
@@ -89,21 +96,11 @@ def analyze_path(
 ) -> int:
     """Exit code: 0, or 1 when an instrument of any analysed system failed."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
-    from analysis.job import AnalyzeOptions, analyze, compacted, inputs_for
-    from analysis.report import write_index, write_report
-    from analysis.spark import session
-    from analysis.verdicts import Thresholds
-
-    thresholds = Thresholds()
-    if thresholds_file is not None:
-        try:
-            text = thresholds_file.read_text()
-        except OSError as exc:
-            raise EvbenchError(f"--thresholds {thresholds_file}: {exc.strerror}") from exc
-        thresholds = Thresholds.from_json(text, f"--thresholds {thresholds_file}")
-
+    from analysis.job import AnalyzeOptions, analyze, inputs_for
     from analysis.memory_job import is_memory_run
+    from analysis.report import write_index, write_report
 
+    thresholds = read_thresholds(thresholds_file)
     if is_memory_run(path):
         return analyze_memory_path(path, master, remote)
     # Every input is checked before Spark starts (seconds): a bad path fails at once.
@@ -112,16 +109,7 @@ def analyze_path(
         f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
         f"with Spark ({remote or master})"
     )
-    # The record parts are compacted (reading, on threads that release the GIL) while the JVM
-    # starts: seconds that would otherwise add up.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        copies = pool.submit(lambda: [compacted(checked) for checked in inputs])
-        spark = session(master, remote=remote)
-        try:
-            inputs = copies.result()
-        except BaseException:
-            spark.stop()
-            raise
+    spark, inputs = _compacted_while_spark_starts(inputs, master, remote)
     try:
         summaries = analyze(
             spark,
@@ -142,6 +130,37 @@ def analyze_path(
     analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
     echo(f"  -> {write_index(run_dir, analysed)}")
     return 1 if any(s["instrument_failures"] for s in summaries) else 0
+
+
+def read_thresholds(path: Path | None) -> Thresholds:
+    """The verdict thresholds: the rule's defaults, or those `--thresholds FILE` overrides."""
+    from analysis.verdicts import Thresholds
+
+    if path is None:
+        return Thresholds()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise EvbenchError(f"--thresholds {path}: {exc.strerror}") from exc
+    return Thresholds.from_json(text, f"--thresholds {path}")
+
+
+def _compacted_while_spark_starts(
+    inputs: list[SutInputs], master: str, remote: str | None
+) -> tuple[SparkSession, list[SutInputs]]:
+    """A Spark session, and the inputs with their record parts compacted (reading, on a thread
+    that releases the GIL) while the JVM starts: seconds that would otherwise add up."""
+    from analysis.job import compacted
+    from analysis.spark import session
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        copies = pool.submit(lambda: [compacted(checked) for checked in inputs])
+        spark = session(master, remote=remote)
+        try:
+            return spark, copies.result()
+        except BaseException:
+            spark.stop()
+            raise
 
 
 def analyze_memory_path(path: Path, master: str, remote: str | None = None) -> int:
