@@ -178,6 +178,12 @@ def test_a_bad_resolution_names_itself(text):
         parse_resolution(text)
 
 
+@pytest.mark.parametrize("fields", [{}, {"fraction": 0.02, "per_s": 50}])
+def test_a_resolution_is_a_fraction_or_a_rate(fields):
+    with pytest.raises(ValueError, match="a fraction or a rate"):
+        Resolution(**fields)
+
+
 @pytest.mark.parametrize(
     ("target", "achieved", "workers", "needed"),
     [(20000, 9000.0, 1, 3), (20000, 18000.0, 2, 3), (10000, 10000.0, 1, 1), (5, 0.0, 1, 5)],
