@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from contract.documents import TailDoc
 from contract.errors import EvbenchError
 
 MAX_CENTROIDS = 3000
@@ -130,32 +131,45 @@ def quantile(digest: fastdigest.TDigest, top: np.ndarray | None, q: float) -> tu
     return float(digest.quantile(q)), False
 
 
-def tail_figures(digest: fastdigest.TDigest, top: np.ndarray | None = None) -> dict:
+def empty_tail() -> TailDoc:
+    """The tail figures of no samples."""
+    return {
+        "p50": None,
+        "p99": None,
+        "p999": None,
+        "p9999": None,
+        "max": None,
+        "n": 0,
+        "p9999_is_max": False,
+        "exact": [],
+    }
+
+
+def tail_figures(digest: fastdigest.TDigest, top: np.ndarray | None = None) -> TailDoc:
     """p50 … p99.99, max and the sample count n. `exact` lists the figures computed exactly from
     the kept top values; P99.99 under 10^4 samples is flagged as the max."""
     n = int(digest.n_values)
     if n == 0:
-        return {
-            **{k: None for k in QUANTILES},
-            "max": None,
-            "n": 0,
-            "p9999_is_max": False,
-            "exact": [],
-        }
-    figures: dict = {}
+        return empty_tail()
+    values: dict[str, float] = {}
     exact = []
     for name, q in QUANTILES.items():
         value, is_exact = quantile(digest, top, q)
-        figures[name] = round(value, 4)
+        values[name] = round(value, 4)
         if is_exact:
             exact.append(name)
-    figures["max"] = round(float(top[0]) if top is not None and len(top) else digest.max(), 4)
-    figures["n"] = n
-    figures["p9999_is_max"] = n < P9999_MIN_SAMPLES
-    if figures["p9999_is_max"]:
-        figures["p9999"] = figures["max"]
-    figures["exact"] = exact
-    return figures
+    top_value = round(float(top[0]) if top is not None and len(top) else digest.max(), 4)
+    is_max = n < P9999_MIN_SAMPLES
+    return {
+        "p50": values["p50"],
+        "p99": values["p99"],
+        "p999": values["p999"],
+        "p9999": top_value if is_max else values["p9999"],
+        "max": top_value,
+        "n": n,
+        "p9999_is_max": is_max,
+        "exact": exact,
+    }
 
 
 def _digest_metric(

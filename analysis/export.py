@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from analysis.digests import CUMULATIVE_CENTROIDS
 from analysis.transforms import trailing_throughput
 from contract.layout import SutDir
+from contract.units import NS_PER_MS
 
 # File prefix -> (column of the running line, quantile).
 CUMULATIVE_FILES = {
@@ -46,7 +47,7 @@ RUNNING_SCHEMA = (
 
 
 def _ms(column: str) -> F.Column:
-    return F.col(column) / F.lit(1e6)
+    return F.col(column) / F.lit(float(NS_PER_MS))
 
 
 def _per_event_files(events: DataFrame) -> dict[str, DataFrame]:

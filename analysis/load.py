@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -47,34 +44,3 @@ def with_run_columns(df: DataFrame, sut: str, start_ns: int) -> DataFrame:
     name: directories of different runs may hold systems of the same name. Names come back from
     run.json when the job writes each directory's summary (analysis/job.py)."""
     return df.withColumn("sut", F.lit(sut)).withColumn("start_ns", F.lit(start_ns).cast("long"))
-
-
-def earliest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
-    """The first slot in the sent records: slot 0 sits at the schedule start. For runs whose
-    run.json lacks the start (recorded before the runner kept it when the sender died)."""
-    lows = [
-        pc.min(pq.read_table(path, columns=["intended_ns"])["intended_ns"]) for path in sent_parts
-    ]
-    values = [low.as_py() for low in lows if low.is_valid]
-    return min(values, default=None)
-
-
-def latest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
-    """The last slot in the sent records, from the part files' footer statistics (no data
-    read); a file written without statistics is read for its `intended_ns` column."""
-
-    def last(path: Path) -> int | None:
-        meta = pq.read_metadata(path)
-        column = meta.schema.to_arrow_schema().get_field_index("intended_ns")
-        highs = []
-        for group in range(meta.num_row_groups):
-            stats = meta.row_group(group).column(column).statistics
-            if stats is None or not stats.has_min_max:
-                high = pc.max(pq.read_table(path, columns=["intended_ns"])["intended_ns"])
-                return high.as_py()
-            highs.append(stats.max)
-        return max(highs, default=None)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = [high for high in pool.map(last, sent_parts) if high is not None]
-    return max(found, default=None)

@@ -21,51 +21,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.digests import DIGEST_ARROW, digest_rows, write_per_second
-
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
-
-# Latency metrics: name -> (end column, start column). Each is only defined where both exist and,
-# for publish latencies, the answer was a 2xx.
-LATENCIES_NS = {
-    "publish": ("ack_ns", "sent_ns"),
-    "publish_corrected": ("ack_ns", "intended_ns"),
-    "e2e": ("received_ns", "intended_ns"),
-    "e2e_uncorrected": ("received_ns", "sent_ns"),
-    "sender_lag": ("sent_ns", "intended_ns"),
-}
-
-# What a step group receives, one row per event (analysis.transforms.step_inputs selects it):
-# the raw stamps and flags, nothing derived. Every value crosses from the JVM to Python one by
-# one, and that crossing, not the arithmetic, was the stage's cost (measured: 22 derived columns
-# took twice as long as 8); outcomes and latencies are computed here instead (`outcomes`,
-# `latencies`, held equal to analysis.transforms' SQL forms by a test).
-INPUT_COLUMNS = (
-    "sut",
-    "step",
-    "target_rate_per_s",
-    "intended_ns",
-    "sent_ns",
-    "ack_ns",
-    "received_ns",
-    "status",
-    "decoy",
-    "deliveries",
-    "cap_refused",
+from analysis.steprule import (
+    Outcomes,
+    StepTotals,
+    ints,
+    latencies,
+    outcomes,
+    present,
+    seconds_since,
+    step_totals,
 )
+from contract.units import NS_PER_S
 
+# A step's totals on their way back to the driver (analysis.steprule.StepTotals, a test holds
+# the names equal).
 TOTALS_ARROW = pa.struct(
     [
+        ("step", pa.int32()),
         ("target_rate_per_s", pa.int32()),
         ("scheduled", pa.int64()),
         ("sent", pa.int64()),
-        ("cap_refused", pa.int64()),
+        ("inflight_cap_refused", pa.int64()),
         ("acked", pa.int64()),
         ("send_failures", pa.int64()),
         ("lost", pa.int64()),
@@ -79,8 +62,6 @@ TOTALS_ARROW = pa.struct(
         ("last_sent_ns", pa.int64()),
         ("first_received_ns", pa.int64()),
         ("last_received_ns", pa.int64()),
-        # Arrived before it was due: only a clock disagreement (or a wrong correction) does
-        # that, so it is counted, never hidden.
         ("negative_e2e", pa.int64()),
     ]
 )
@@ -137,7 +118,7 @@ def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
     start_ns = context.start_ns[sut]
     flags = outcomes(table)
     latency = latencies(table, flags["ok"])
-    seconds = _seconds_since(_ints(table, "intended_ns"), start_ns)
+    seconds = seconds_since(ints(table, "intended_ns"), start_ns)
     digests = digest_rows(sut, step, seconds, latency)
     per_second = pc.is_valid(digests.column("second"))
     write_per_second(digests.filter(per_second), context.staging, sut, step)
@@ -167,51 +148,15 @@ def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
     return pa.concat_tables([digests, row])
 
 
-def outcomes(table: pa.Table) -> dict[str, np.ndarray]:
-    """DESIGN §4, per event: ok = 2xx answer; send_failure = not ok; lost = ok but never
-    received; duplicates. A decoy (a type the trigger should drop) is never lost: not arriving
-    is `filtered`, arriving is `leaked`. (analysis.transforms.with_outcomes in SQL.)"""
-    status = _ints(table, "status")
-    ok = (status >= 200) & (status < 300)
-    _, delivered = _present(table, "received_ns")
-    decoy = _flags(table, "decoy")
-    missing = ~delivered
-    return {
-        "ok": ok,
-        "send_failure": ~ok,
-        "delivered": delivered,
-        "lost": ok & missing & ~decoy,
-        "filtered": ok & missing & decoy,
-        "leaked": delivered & decoy,
-        "duplicates": np.maximum(_ints(table, "deliveries") - 1, 0),
-    }
-
-
-def latencies(table: pa.Table, ok: np.ndarray) -> dict[str, pa.Array]:
-    """`<name>_ms` per event, null where undefined: publish latencies only for 2xx answers,
-    end-to-end only for delivered events, sender lag for every event that was sent.
-    (analysis.transforms.with_latencies in SQL: the same double arithmetic.)"""
-    found = {}
-    for name, (end, start) in LATENCIES_NS.items():
-        end_ns, has_end = _present(table, end)
-        start_ns, has_start = _present(table, start)
-        defined = has_end & has_start
-        if name.startswith("publish"):
-            defined &= ok
-        values = (end_ns - start_ns).astype(np.float64) / float(NS_PER_MS)
-        found[f"{name}_ms"] = pa.array(values, mask=~defined)
-    return found
-
-
 def _step_row(
     sut: str,
     step: int | None,
-    totals: dict | None = None,
-    seconds: list[dict] | None = None,
-    points: list[dict] | None = None,
+    totals: StepTotals | None = None,
+    seconds: list[dict[str, Any]] | None = None,
+    points: list[dict[str, Any]] | None = None,
     foreign: int = 0,
 ) -> pa.Table:
-    values = {name: [None] for name in STEP_ARROW.names}
+    values: dict[str, list[Any]] = {name: [None] for name in STEP_ARROW.names}
     values.update(
         sut=[sut],
         step=[step],
@@ -223,80 +168,20 @@ def _step_row(
     return pa.table(values, schema=STEP_ARROW)
 
 
-def _ints(table: pa.Table, name: str) -> np.ndarray:
-    """A non-null integer column (the record contract's) as numpy; a null is named, not taken
-    for a number."""
-    column = table.column(name)
-    if column.null_count:
-        raise ValueError(f"records: {column.null_count} null {name} value(s) in a step's events")
-    return column.to_numpy()
-
-
-def _flags(table: pa.Table, name: str) -> np.ndarray:
-    """A non-null boolean column (the record contract's) as numpy; a null is named."""
-    return np.asarray(_ints(table, name), dtype=bool)
-
-
-def _present(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """A nullable integer column: (values with nulls as 0, mask of the present ones)."""
-    column = table.column(name)
-    return column.fill_null(0).to_numpy(), ~np.asarray(column.is_null())
-
-
-def _max_or_none(values: np.ndarray) -> int | None:
-    return int(values.max()) if len(values) else None
-
-
-def _min_or_none(values: np.ndarray) -> int | None:
-    return int(values.min()) if len(values) else None
-
-
-def step_totals(table: pa.Table, flags: dict[str, np.ndarray]) -> dict:
-    """The step's counts and the instants its achieved rates are measured between (as
-    `contract.formulas.achieved_rate_per_s` reads them)."""
-    intended = _ints(table, "intended_ns")
-    sent, was_sent = _present(table, "sent_ns")
-    received, delivered = _present(table, "received_ns")
-    return {
-        "target_rate_per_s": int(_ints(table, "target_rate_per_s").max()),
-        "scheduled": table.num_rows,
-        "sent": int(was_sent.sum()),
-        "cap_refused": int(_flags(table, "cap_refused").sum()),
-        "acked": int(flags["ok"].sum()),
-        "send_failures": int(flags["send_failure"].sum()),
-        "lost": int(flags["lost"].sum()),
-        "delivered": int(delivered.sum()),
-        "duplicates": int(flags["duplicates"].sum()),
-        "decoys": int(_flags(table, "decoy").sum()),
-        "filtered": int(flags["filtered"].sum()),
-        "leaked": int(flags["leaked"].sum()),
-        "start_ns": int(intended.min()),
-        "last_intended_ns": int(intended.max()),
-        "last_sent_ns": _max_or_none(sent[was_sent]),
-        "first_received_ns": _min_or_none(received[delivered]),
-        "last_received_ns": _max_or_none(received[delivered]),
-        "negative_e2e": int((received[delivered] < intended[delivered]).sum()),
-    }
-
-
-def _seconds_since(instants: np.ndarray, start_ns: int) -> np.ndarray:
-    return (instants - start_ns) // NS_PER_S
-
-
 def _sum_by(keys: np.ndarray, **weights: np.ndarray) -> pa.Table:
     """Per distinct key: the sum of each weight (booleans count)."""
     columns = {"key": keys, **{name: w.astype(np.int64) for name, w in weights.items()}}
     return pa.table(columns).group_by("key").aggregate([(n, "sum") for n in weights])
 
 
-def second_counts(table: pa.Table, flags: dict[str, np.ndarray], start_ns: int) -> list[dict]:
+def second_counts(table: pa.Table, flags: Outcomes, start_ns: int) -> list[dict[str, Any]]:
     """This step's part of the per-second series: rows for the seconds its events were due, sent
     or delivered in."""
-    intended = _ints(table, "intended_ns")
-    sent, was_sent = _present(table, "sent_ns")
-    received, delivered = _present(table, "received_ns")
+    intended = ints(table, "intended_ns")
+    sent, was_sent = present(table, "sent_ns")
+    received, delivered = present(table, "received_ns")
     ones = np.ones(table.num_rows, np.int64)
-    due = _seconds_since(intended, start_ns)
+    due = seconds_since(intended, start_ns)
     by_intent = _sum_by(
         due,
         scheduled=ones,
@@ -304,16 +189,16 @@ def second_counts(table: pa.Table, flags: dict[str, np.ndarray], start_ns: int) 
         lost=flags["lost"],
     )
     targets = (
-        pa.table({"key": due, "t": _ints(table, "target_rate_per_s")})
+        pa.table({"key": due, "t": ints(table, "target_rate_per_s")})
         .group_by("key")
         .aggregate([("t", "max")])
     )
     by_send = _sum_by(
-        _seconds_since(sent[was_sent], start_ns),
+        seconds_since(sent[was_sent], start_ns),
         sent=ones[was_sent],
         acked=flags["ok"][was_sent],
     )
-    by_delivery = _sum_by(_seconds_since(received[delivered], start_ns), delivered=ones[delivered])
+    by_delivery = _sum_by(seconds_since(received[delivered], start_ns), delivered=ones[delivered])
     rows: dict[int, dict] = {}
     for part in (by_intent, by_send, by_delivery):
         for record in part.to_pylist():
@@ -332,7 +217,7 @@ def point_buckets(
 ) -> list[dict]:
     """Time buckets of `bucket_ns` by intended time: each keeps its first instant, its event
     count and the maximum of each latency, so spikes are never averaged away."""
-    intended = _ints(table, "intended_ns")
+    intended = ints(table, "intended_ns")
     buckets = pa.table(
         {
             "bucket": (intended - start_ns) // bucket_ns,

@@ -8,25 +8,34 @@ SUTs of a run go through one chain of jobs together.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import BooleanType, DoubleType, LongType, StructField, StructType
 
-from analysis.steps import INPUT_COLUMNS as STEP_INPUTS
-from analysis.steps import LATENCIES_NS, STEP_ARROW, StepContext, aggregate_step
+from analysis.steprule import INPUT_COLUMNS as STEP_INPUTS
+from analysis.steprule import LATENCIES_NS, latencies, outcomes
+from analysis.steps import STEP_ARROW, StepContext, aggregate_step
 from contract.clocks import Correction
 from contract.records import INFLIGHT_CAP_ERROR
+from contract.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
+# What the rule reads of an event (analysis.steprule.outcomes, latencies).
+RULE_INPUTS = (
+    "intended_ns",
+    "sent_ns",
+    "ack_ns",
+    "received_ns",
+    "status",
+    "decoy",
+    "deliveries",
+)
+# The per-event outcomes the export reads (analysis.steprule.outcomes), besides `duplicates`.
+RULE_FLAGS = ("ok", "send_failure", "delivered", "lost", "filtered", "leaked")
 STEP_SCHEMA = from_arrow_schema(STEP_ARROW)
-
-
-def _ok(status: Column) -> Column:
-    return (status >= 200) & (status < 300)
 
 
 def _is_measured() -> Column:
@@ -111,46 +120,37 @@ def on_sender_clock(
     return events.withColumn("received_ns", F.coalesce(corrected, F.col("received_ns")))
 
 
-def with_outcomes(events: DataFrame) -> DataFrame:
-    """ok = 2xx answer; send_failure = not ok; lost = ok but never received; duplicates.
+def with_rule_columns(events: DataFrame, keep: Sequence[str]) -> DataFrame:
+    """Sent events' `keep` columns with their outcomes and `<latency>_ms` columns, per event, for
+    the 2019 export, which plots every event. Computed by the step rule itself
+    (analysis.steprule, in numpy on the Python side) rather than by a SQL copy of it, so the two
+    cannot disagree: the rule is written once."""
+    narrow = events.select(*dict.fromkeys([*keep, *RULE_INPUTS]))
+    derived = [StructField(name, BooleanType()) for name in RULE_FLAGS]
+    derived.append(StructField("duplicates", LongType()))
+    derived += [StructField(f"{name}_ms", DoubleType()) for name in LATENCIES_NS]
+    schema = StructType([*narrow.schema.fields, *derived])
 
-    A decoy (a type the trigger should drop) is never lost: not arriving is `filtered`, and
-    arriving is `leaked`, a filter that let through what it should not have.
-    """
-    ok = _ok(F.col("status"))
-    missing = F.col("received_ns").isNull()
-    # One projection (withColumns), not one per column: each withColumn re-analyses the plan.
-    return events.withColumns(
-        {
-            "ok": ok,
-            "send_failure": ~ok,
-            "delivered": ~missing,
-            "lost": ok & missing & ~F.col("decoy"),
-            "filtered": ok & missing & F.col("decoy"),
-            "leaked": ~missing & F.col("decoy"),
-            "duplicates": F.greatest(F.col("deliveries") - 1, F.lit(0)),
-        }
-    )
+    def derive(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            found = outcomes(table)
+            columns = {name: pa.array(found[name]) for name in RULE_FLAGS}
+            columns["duplicates"] = pa.array(found["duplicates"], pa.int64())
+            columns.update(latencies(table, found["ok"]))
+            for name, column in columns.items():
+                table = table.append_column(name, column)
+            yield from table.to_batches()
 
-
-def with_latencies(events: DataFrame) -> DataFrame:
-    """Latency columns in ms (`<name>_ms`). Publish latencies only for 2xx answers; end-to-end
-    only for delivered events; sender lag for every event that was sent."""
-    columns = {}
-    for name, (end, start) in LATENCIES_NS.items():
-        value = (F.col(end) - F.col(start)) / F.lit(float(NS_PER_MS))
-        if name.startswith("publish"):
-            value = F.when(_ok(F.col("status")), value)
-        columns[f"{name}_ms"] = value
-    return events.withColumns(columns)
+    return narrow.mapInArrow(derive, schema)
 
 
 def step_inputs(rows: DataFrame) -> DataFrame:
     """The raw columns a step group needs (analysis.steps.INPUT_COLUMNS): outcomes and
     latencies are derived on the Python side, where they cost nothing to compute, instead of
     crossing to it as a dozen more columns."""
-    cap_refused = F.coalesce(F.col("error") == F.lit(INFLIGHT_CAP_ERROR), F.lit(False))
-    return rows.withColumn("cap_refused", cap_refused).select(*STEP_INPUTS)
+    refused = F.coalesce(F.col("error") == F.lit(INFLIGHT_CAP_ERROR), F.lit(False))
+    return rows.withColumn("inflight_cap_refused", refused).select(*STEP_INPUTS)
 
 
 def step_stats(inputs: DataFrame, context: StepContext) -> DataFrame:

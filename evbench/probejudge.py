@@ -1,11 +1,13 @@
 """A capacity-search probe judged from its own records in seconds, without Spark.
 
 The search must decide after every probe, and a Spark job costs tens of seconds; a probe is one
-step of at most a few hundred thousand events, so its figures are computed exactly here (numpy
-over the probe's sent rows and their first deliveries) and judged by the reports' own rule
-(analysis.verdicts.judge), plus the user's objective. The run's final analysis recomputes every
-step with Spark, as for any run; the two agree on the verdict unless a figure sits on a
-threshold (the digests are approximate there, these figures exact).
+step of at most a few hundred thousand events, so its figures are computed here from its sent
+rows and their first deliveries, by the step rule the analysis itself applies to every step
+(analysis.steprule: the same outcomes, totals, T-Digest tails and figures), judged by the
+reports' rule (analysis.verdicts.judge), plus the user's objective. The run's final analysis
+recomputes every step with Spark, as for any run, and reaches the same figures, provided the
+probe's seconds are counted from the run's schedule start (`schedule_start_ns`; by default from
+the probe's first slot, which moves only the per-second medians the rise is fitted to).
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
-from analysis.verdicts import StepFigures, Thresholds, Verdict, judge, slope_rise_ms
-from contract.formulas import achieved_rate_per_s
-
-NS_PER_S = 1_000_000_000
-NS_PER_MS = 1_000_000
+from analysis.steprule import judged_figures
+from analysis.verdicts import StepFigures, Thresholds, Verdict, judge
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,31 @@ class ProbeRecords:
     status: np.ndarray
     decoy: np.ndarray
     received_ns: np.ndarray  # -1: never delivered
+    # The slots the in-flight cap refused; None: every slot never sent (the sender handled
+    # every slot of a probe: sent it or refused it at its own time).
+    inflight_cap_refused: np.ndarray | None = None
+
+    def events(self, step: int, rate_per_s: int) -> pa.Table:
+        """The probe as a step's events (analysis.steprule.INPUT_COLUMNS)."""
+        rows = len(self.intended_ns)
+        sent = self.sent_ns >= 0
+        received = self.received_ns >= 0
+        refused = ~sent if self.inflight_cap_refused is None else self.inflight_cap_refused
+        return pa.table(
+            {
+                "step": pa.array(np.full(rows, step), pa.int32()),
+                "target_rate_per_s": pa.array(np.full(rows, rate_per_s), pa.int32()),
+                "intended_ns": pa.array(self.intended_ns, pa.int64()),
+                "sent_ns": pa.array(self.sent_ns, pa.int64(), mask=~sent),
+                # Not read by the rule's figures (publish latency is not judged).
+                "ack_ns": pa.nulls(rows, pa.int64()),
+                "received_ns": pa.array(self.received_ns, pa.int64(), mask=~received),
+                "status": pa.array(self.status, pa.int32()),
+                "decoy": pa.array(np.asarray(self.decoy, dtype=bool)),
+                "deliveries": pa.array(received.astype(np.int64)),
+                "inflight_cap_refused": pa.array(np.asarray(refused, dtype=bool)),
+            }
+        )
 
 
 def probe_figures(
@@ -64,35 +89,22 @@ def probe_figures(
     rate_per_s: int,
     duration_s: int,
     baseline_e2e_p99_ms: float | None,
+    *,
+    schedule_start_ns: int | None = None,
 ) -> StepFigures:
-    """The figures the breaking-point rule reads, exact. Pure."""
-    r = records
-    ok = (r.status >= 200) & (r.status < 300)
-    delivered = r.received_ns >= 0
-    sent = r.sent_ns >= 0
-    start_ns = int(r.intended_ns.min()) if len(r.intended_ns) else 0
-    # As the analysis: every slot was sent or refused by the in-flight cap at its own time.
-    handled = len(r.intended_ns)
-    last_ns = max(int(r.sent_ns.max()), int(r.intended_ns.max())) if handled else None
-    decoy_share = float(r.decoy.mean()) if handled else 0.0
-    lag_ms = (r.sent_ns[sent] - r.intended_ns[sent]) / NS_PER_MS
-    e2e_ms = (r.received_ns[delivered] - r.intended_ns[delivered]) / NS_PER_MS
-    seconds = ((r.intended_ns[delivered] - start_ns) // NS_PER_S).astype(np.int64)
-    per_second = [(float(s), float(np.median(e2e_ms[seconds == s]))) for s in np.unique(seconds)]
-    return StepFigures(
-        step=step,
-        target_rate_per_s=rate_per_s,
-        scheduled=len(r.intended_ns),
-        acked=int(ok.sum()),
-        send_failures=int((~ok).sum()),
-        lost=int((ok & ~delivered & ~r.decoy).sum()),
-        sender_ratio=achieved_rate_per_s(handled, start_ns, last_ns, rate_per_s) / rate_per_s,
-        sender_lag_p99_ms=float(np.percentile(lag_ms, 99)) if len(lag_ms) else None,
-        delivered_rate_per_s=int((delivered & ~r.decoy).sum()) / duration_s,
-        e2e_median_ms=float(np.median(e2e_ms)) if len(e2e_ms) else None,
-        e2e_rise_ms=slope_rise_ms([s for s, _ in per_second], [m for _, m in per_second]),
-        expected_delivery_rate_per_s=rate_per_s * (1 - decoy_share),
-        e2e_p99_ms=float(np.percentile(e2e_ms, 99)) if len(e2e_ms) else None,
+    """The figures the breaking-point rule reads, as the run's analysis computes them for this
+    step (analysis.steprule.judged_figures). `schedule_start_ns` is where the run's seconds
+    count from (default: the probe's first slot). Pure."""
+    if len(records.intended_ns) == 0:  # nothing handled: the sender kept no pace at all
+        return StepFigures(
+            step, rate_per_s, 0, 0, 0, 0, 0.0, None, 0.0, None, None, float(rate_per_s), None,
+            baseline_e2e_p99_ms,
+        )  # fmt: skip
+    start_ns = int(records.intended_ns.min()) if schedule_start_ns is None else schedule_start_ns
+    return judged_figures(
+        records.events(step, rate_per_s),
+        start_ns=start_ns,
+        duration_s=duration_s,
         baseline_e2e_p99_ms=baseline_e2e_p99_ms,
     )
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.job import _clock_summary
+from analysis.summary import clock_summary
 from contract.clocks import Correction, OffsetEstimate
 from contract.documents import ClockSummaryDoc, problems
 
@@ -31,7 +31,7 @@ def _c(offset_ns, bound_ns=40_000, after_ns=None):
 )
 def test_the_summary_says_what_was_done(offsets, applied, mode, note):
     totals = [{"negative_e2e": 2}, {"negative_e2e": None}, {}]
-    doc = _clock_summary(offsets, applied, mode, totals)
+    doc = clock_summary(offsets, applied, mode, totals)
     assert problems(doc, ClockSummaryDoc) == []
     assert note in doc["note"]
     assert doc["applied"] is bool(applied) and doc["negative_e2e"] == 2

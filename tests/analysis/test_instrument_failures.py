@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from analysis.job import AnalyzeOptions, analyze, strict_json
+from analysis.job import AnalyzeOptions, analyze
 from analysis.report import write_index, write_report
+from analysis.summary import strict_json
 from tests.analysis.crafted import T0, S, craft
 
 

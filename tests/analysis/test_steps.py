@@ -86,7 +86,7 @@ def test_a_null_where_the_record_contract_has_none_is_named():
             "status": pa.array([None], pa.int32()),
             "decoy": [False],
             "deliveries": [0],
-            "cap_refused": [False],
+            "inflight_cap_refused": [False],
         }
     )
     context = StepContext({"s0": T0}, {"s0": S}, "/nonexistent")

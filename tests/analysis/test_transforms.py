@@ -6,7 +6,8 @@ import pytest
 from analysis.job import from_steps
 from analysis.load import with_run_columns
 from analysis.schemas import spark_schema
-from analysis.steps import StepContext, latencies, outcomes
+from analysis.steprule import latencies, outcomes
+from analysis.steps import StepContext
 from analysis.transforms import (
     counted,
     first_deliveries,
@@ -18,8 +19,7 @@ from analysis.transforms import (
     step_inputs,
     step_stats,
     trimmed,
-    with_latencies,
-    with_outcomes,
+    with_rule_columns,
 )
 from contract.clocks import Correction, OffsetEstimate
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
@@ -79,7 +79,7 @@ def frames(spark):
         spark.createDataFrame(RECEIVED, spark_schema(RECEIVED_FIELDS)), "x", T0
     )
     joined = join_deliveries(sent, first_deliveries(received))
-    events = with_latencies(with_outcomes(measured(sent_events(joined))))
+    events = with_rule_columns(measured(sent_events(joined)), ("sut", "event_id"))
     return sent, joined, events
 
 
@@ -161,9 +161,9 @@ def test_step_stage_digests_points_and_foreign(frames, tmp_path):
     ]
 
 
-def test_outcomes_and_latencies_in_numpy_are_the_sql_ones(frames):
-    # The step stage computes DESIGN §4's definitions in numpy; the SQL forms (kept for the
-    # 2019 export) must agree with them event for event.
+def test_the_exports_per_event_columns_are_the_step_rules(frames):
+    # The step stage and the 2019 export both apply analysis.steprule (the export through
+    # mapInArrow): the same outcomes and latencies, event for event.
     _, joined, events = frames
     rows = counted(joined, 0).where("is_sent").orderBy("event_id").cache()
     table = step_inputs(rows).toArrow()
@@ -207,7 +207,7 @@ def test_suts_sharing_ids_stay_apart(spark, tmp_path):
     both_sent = with_run_columns(sent, "x", T0).unionByName(with_run_columns(sent, "y", T0 + S))
     only_x = with_run_columns(received, "x", T0)
     joined = join_deliveries(both_sent, first_deliveries(only_x))
-    events = with_outcomes(measured(sent_events(joined)))
+    events = with_rule_columns(measured(sent_events(joined)), ("sut",))
     lost = {
         r["sut"]: r["n"]
         for r in events.where("lost")

@@ -1,6 +1,7 @@
 """A search probe judged from its records without Spark (pure)."""
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from analysis.verdicts import Thresholds
@@ -84,3 +85,58 @@ def test_objectives(text, objective):
 def test_a_bad_objective_names_its_term(text):
     with pytest.raises(ValueError, match="--slo term"):
         parse_objective(text)
+
+
+def _as_analysed(r, step, start_ns, tmp_path):
+    """The step's figures as the run's analysis reaches them: the Spark job's per-step function
+    (analysis.steps.aggregate_step, run here on the group directly), its driver-side merge and
+    the summary's step row."""
+    from analysis.job import from_steps
+    from analysis.steprule import StepTails, step_figures
+    from analysis.steps import StepContext, aggregate_step
+    from analysis.summary import _tail
+
+    events = r.events(step, RATE)
+    events = events.add_column(0, "sut", pa.array(["s0"] * events.num_rows))
+    context = StepContext({"s0": start_ns}, {"s0": S}, str(tmp_path))
+    found = from_steps(aggregate_step(events, context=context), {"s0": start_ns})
+    sketches = found.findings("s0").sketches
+    medians = [(p["second"], p["p50_ms"]) for p in found.e2e_points["s0"]]
+    tails = StepTails(_tail(sketches, "e2e", step), _tail(sketches, "sender_lag", step), medians)
+    return step_figures(found.totals["s0"][0], tails, SECONDS, None)
+
+
+@pytest.mark.parametrize(
+    "r",
+    [
+        records(),
+        records(lost_every=7),
+        records(latency_ms=lambda i: 2 + (i % 97) * 0.3),
+        records(lag_ns=lambda i: (i % 13) * 1_000_000),
+    ],
+)
+def test_a_probe_gets_the_figures_the_runs_analysis_gets(r, tmp_path):
+    # One rule (analysis.steprule): the probe judge and the Spark job's per-step pass compute
+    # the same figures, so a probe on a threshold cannot hold in one and break in the other.
+    start_ns = T0 - 300 * MS  # the run's schedule start, not on the probe's first slot
+    probe = probe_figures(r, 3, RATE, SECONDS, None, schedule_start_ns=start_ns)
+    assert probe == _as_analysed(r, 3, start_ns, tmp_path)
+
+
+def test_a_probe_without_records_is_sender_limited():
+    empty = ProbeRecords(*(np.zeros(0, dtype=np.int64) for _ in range(5)))
+    _, v = verdict(empty)
+    assert v.verdict == "sender-limited"
+
+
+def test_slots_refused_by_the_in_flight_cap_count_as_handled():
+    r = records()
+    sent = r.sent_ns.copy()
+    sent[::2] = -1  # half refused by the cap, at their own time: the pace was kept
+    refused = ProbeRecords(r.intended_ns, sent, r.status, r.decoy, r.received_ns)
+    assert probe_figures(refused, 3, RATE, SECONDS, None).sender_ratio == pytest.approx(1.0, 0.01)
+    stopped = ProbeRecords(
+        r.intended_ns, sent, r.status, r.decoy, r.received_ns, np.zeros(len(sent), dtype=bool)
+    )
+    # never sent and not refused (a stop): those slots were not handled
+    assert probe_figures(stopped, 3, RATE, SECONDS, None).sender_ratio < 0.6

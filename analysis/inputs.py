@@ -1,0 +1,189 @@
+"""What `evbench analyze` reads, checked before Spark starts: the SUT directories under a path,
+each one's run.json, the footers of its part files and its schedule start, and the compacted
+copies of its records (analysis.compact). Spark-free: `evbench analyze` does this while Spark
+starts, and a bad path is named in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analysis.compact import compact
+from analysis.verdicts import Thresholds
+from contract.documents import RunDoc, schedule_start_ns
+from contract.errors import EvbenchError
+from contract.layout import SutDir
+from contract.parquet import check_parts, part_files
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    trim_s: float = 0.0
+    export_knative: bool = False
+    clock_correction: str = "auto"  # contract.clocks.CORRECTION_MODES
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+@dataclass(frozen=True)
+class SutInputs:
+    """A SUT directory checked before Spark starts: run.json read, every part file's footer
+    checked, the schedule start known."""
+
+    path: Path
+    run: RunDoc
+    start_ns: int
+    # Where start_ns came from: run.json, or (runs recorded before run.json kept it when the
+    # sender died) the earliest slot in sent/, which is slot 0 of the schedule.
+    start_source: str
+    sent_parts: tuple[Path, ...]
+    received_parts: tuple[Path, ...]
+    # The last slot in sent/ (from footers, by `compacted`): the schedule's span for the points.
+    last_intended_ns: int | None = None
+    # The parts compacted into one file each (analysis.compact), where that could be written.
+    sent_copy: Path | None = None
+    received_copy: Path | None = None
+    compacted: bool = False  # `compacted` has run: the copies above are as they will be
+
+    def parts(self, records: str) -> tuple[Path, ...]:
+        """The checked part files of `records` ("sent" or "received")."""
+        return {"sent": self.sent_parts, "received": self.received_parts}[records]
+
+    def readable(self, records: str) -> tuple[Path, ...]:
+        """What Spark reads for `records`: its compacted copy, else its parts."""
+        copy = {"sent": self.sent_copy, "received": self.received_copy}[records]
+        return (copy,) if copy is not None else self.parts(records)
+
+
+def sut_dirs(path: Path) -> list[Path]:
+    """A SUT directory itself, or every SUT directory of a run directory."""
+    if not path.exists():
+        raise EvbenchError(f"{path}: no such directory")
+    if SutDir(path).run_json.is_file():
+        return [path]
+    children = path.iterdir() if path.is_dir() else ()
+    found = sorted(p for p in children if SutDir(p).run_json.is_file())
+    if not found:
+        raise EvbenchError(
+            f"{path}: neither a SUT directory (run.json) nor a run with SUT directories"
+        )
+    return found
+
+
+def never_started(sut_dir: Path) -> bool:
+    """A SUT directory whose sender never started (say, the SUT failed to come up): no schedule
+    start in run.json and no sent records."""
+    try:
+        run = json.loads(SutDir(sut_dir).run_json.read_text())
+    except (OSError, ValueError):
+        return False  # unreadable: let read_run_json name the problem
+    return not schedule_start_ns(run) and not part_files(SutDir(sut_dir).sent)
+
+
+def read_run_json(sut_dir: Path) -> RunDoc:
+    """run.json as its type says (older documents lack keys: readers use `.get` for those)."""
+    path = SutDir(sut_dir).run_json
+    try:
+        run: RunDoc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise EvbenchError(f"{path}: cannot read run.json ({exc})") from exc
+    if not isinstance(run, dict):
+        raise EvbenchError(f"{path}: expected a JSON object")
+    return run
+
+
+def check_inputs(sut_dir: Path) -> SutInputs:
+    """Everything analysis needs from a SUT directory, checked without Spark (seconds saved on
+    a bad path, and the error names the file)."""
+    run = read_run_json(sut_dir)
+    layout = SutDir(sut_dir)
+    sent = tuple(check_parts(layout.sent, SENT_FIELDS))
+    received = tuple(check_parts(layout.received, RECEIVED_FIELDS))
+    start_ns, source = schedule_start_ns(run), "run.json"
+    if not start_ns and sent:
+        start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
+    if not start_ns:
+        raise EvbenchError(
+            f"{layout.run_json}: no schedule start and no sent records: the sender never "
+            "started, nothing to analyse"
+        )
+    return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
+
+
+def compacted(inputs: SutInputs) -> SutInputs:
+    """`inputs` with its parts compacted (analysis.compact): seconds of reading on the driver,
+    which `evbench analyze` spends while Spark starts."""
+    if inputs.compacted:
+        return inputs
+    records = SutDir(inputs.path).analysis_records
+    copied = replace(
+        inputs,
+        sent_copy=_copy(inputs.sent_parts, SENT_FIELDS, records / "sent.parquet"),
+        received_copy=_copy(inputs.received_parts, RECEIVED_FIELDS, records / "received.parquet"),
+    )
+    # From the copy's footer (one file, not thousands) where there is one.
+    last = latest_intended_ns(copied.readable("sent"))
+    return replace(copied, last_intended_ns=last, compacted=True)
+
+
+def _copy(parts: tuple[Path, ...], fields: Sequence[Field], copy: Path) -> Path | None:
+    """The parts' compacted copy; None (read the parts) when there are none, or when the copy
+    cannot be written here (a read-only run directory, a full disk)."""
+    if not parts:
+        return None
+    try:
+        return compact(parts, fields, copy)
+    except OSError:
+        return None
+
+
+def inputs_for(path: Path, echo: Callable[[str], None]) -> list[SutInputs]:
+    """The SUT directories under `path` that can be analysed, checked; a run's systems that
+    never started sending are skipped (and said so), a single one is an error."""
+    targets = sut_dirs(path)
+    if len(targets) > 1:
+        skipped = [t for t in targets if never_started(t)]
+        for sut_dir in skipped:
+            echo(f"skipping {sut_dir.name}: it never started sending (see its run.json)")
+        targets = [t for t in targets if t not in skipped]
+        if not targets:
+            raise EvbenchError(f"{path}: no system of this run started sending")
+    return [check_inputs(t) for t in targets]
+
+
+def earliest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
+    """The first slot in the sent records: slot 0 sits at the schedule start. For runs whose
+    run.json lacks the start (recorded before the runner kept it when the sender died)."""
+    lows = [
+        pc.min(pq.read_table(path, columns=["intended_ns"])["intended_ns"]) for path in sent_parts
+    ]
+    values = [low.as_py() for low in lows if low.is_valid]
+    return min(values, default=None)
+
+
+def latest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
+    """The last slot in the sent records, from the part files' footer statistics (no data
+    read); a file written without statistics is read for its `intended_ns` column."""
+
+    def last(path: Path) -> int | None:
+        meta = pq.read_metadata(path)
+        column = meta.schema.to_arrow_schema().get_field_index("intended_ns")
+        highs = []
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                high = pc.max(pq.read_table(path, columns=["intended_ns"])["intended_ns"])
+                return high.as_py()
+            highs.append(stats.max)
+        return max(highs, default=None)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = [high for high in pool.map(last, sent_parts) if high is not None]
+    return max(found, default=None)

@@ -1,0 +1,334 @@
+"""summary.json of one SUT from what the chain found (pure): each step's row and verdict, the
+run's counts, latency tails, breaking point and verdict text, the clock note and the headline
+`evbench analyze` prints. Table-tested without Spark (tests/analysis/test_summary.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import fastdigest
+import numpy as np
+
+from analysis.digests import empty_tail, merged, merged_top, tail_figures
+from analysis.inputs import AnalyzeOptions, SutInputs
+from analysis.steprule import StepTails, StepTotals, duration_of, step_figures
+from analysis.verdicts import (
+    InstrumentEvidence,
+    Thresholds,
+    Verdict,
+    breaking_point,
+    instrument_failures,
+    judge,
+    search_verdict_text,
+    under_instrument_failure,
+    verdict_text,
+)
+from contract.clocks import Correction
+from contract.documents import (
+    ClockSummaryDoc,
+    CountsDoc,
+    RunDoc,
+    StepSummaryDoc,
+    SummaryDoc,
+    TailDoc,
+    receiver_stats,
+    sender_summary,
+)
+from contract.formulas import achieved_rate_per_s
+from contract.units import NS_PER_MS
+
+# summary.json's latency_ms: name -> metric.
+SUMMARY_LATENCIES = {
+    "publish": "publish",
+    "publish_corrected": "publish_corrected",
+    "e2e": "e2e",
+    "e2e_uncorrected": "e2e_uncorrected",
+}
+
+# A step's digest of one metric and its exact top values.
+Sketch = tuple[fastdigest.TDigest, np.ndarray]
+
+
+@dataclass(frozen=True)
+class SutFindings:
+    """What the chain found for one SUT: its steps' totals in step order, its foreign
+    deliveries, each (metric, step)'s sketch and each step's e2e median per second
+    (`{"step", "second", "p50_ms"}` rows)."""
+
+    totals: Sequence[StepTotals]
+    foreign: int
+    sketches: Mapping[tuple[str, int], Sketch]
+    e2e_points: Sequence[Mapping[str, float]]
+
+
+def summary(
+    inputs: SutInputs,
+    opts: AnalyzeOptions,
+    found: SutFindings,
+    clocks: tuple[dict[int, Correction], dict[int, Correction]],
+) -> SummaryDoc:
+    """summary.json: the measured offsets and those applied are `clocks`."""
+    run = inputs.run
+    counts = _counts(found.totals, found.foreign)
+    failures = instrument_failures(evidence(inputs, counts))
+    steps, verdicts = _judged_steps(run, found, opts.thresholds, failures)
+    point, sustainable, verdict = _run_verdict(run, verdicts, failures)
+    doc: SummaryDoc = {
+        "run_id": run["run_id"],
+        "sut": run["sut"],
+        "pace": run["pace"]["name"],
+        "status": run.get("status"),
+        "verdict": verdict,
+        "instrument_failures": list(failures),
+        "schedule_start_ns": inputs.start_ns,
+        "schedule_start_from": inputs.start_source,
+        "trim_s": opts.trim_s,
+        "trimmed": (
+            f"events intended in the first {opts.trim_s:g} s after the schedule start are left out"
+            if opts.trim_s
+            else None
+        ),
+        "counts": counts,
+        "latency_ms": {
+            name: whole_run(found.sketches, metric) for name, metric in SUMMARY_LATENCIES.items()
+        },
+        "steps": steps,
+        "breaking_point_per_s": point,
+        "max_sustainable_rate_per_s": sustainable,
+        "thresholds": opts.thresholds.as_dict(),
+        "clock": clock_summary(*clocks, opts.clock_correction, found.totals),
+    }
+    if search := run.get("search"):
+        doc["search"] = search
+    return doc
+
+
+def _judged_steps(
+    run: RunDoc, found: SutFindings, thresholds: Thresholds, failures: Sequence[str]
+) -> tuple[list[StepSummaryDoc], list[Verdict]]:
+    """Every step's row and verdict; an instrument failure overrules a break."""
+    durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
+    medians: dict[int, list[tuple[float, float]]] = {}
+    for point in sorted(found.e2e_points, key=lambda p: p["second"]):
+        medians.setdefault(int(point["step"]), []).append((point["second"], point["p50_ms"]))
+    baseline = baseline_e2e_p99_ms(found.totals, found.sketches, thresholds.min_events)
+    rows = [
+        step_row(
+            total,
+            duration_of(total, durations),
+            StepTails(
+                e2e=_tail(found.sketches, "e2e", total["step"]),
+                sender_lag=_tail(found.sketches, "sender_lag", total["step"]),
+                e2e_medians=medians.get(total["step"], []),
+            ),
+            thresholds,
+            baseline,
+        )
+        for total in found.totals
+    ]
+    verdicts = under_instrument_failure([verdict for _, verdict in rows], failures)
+    steps = []
+    for (step, _), verdict in zip(rows, verdicts, strict=True):
+        step["verdict"], step["reasons"] = verdict.verdict, list(verdict.reasons)
+        steps.append(step)
+    return steps, verdicts
+
+
+def _run_verdict(
+    run: RunDoc, verdicts: Sequence[Verdict], failures: Sequence[str]
+) -> tuple[int | None, int | None, str]:
+    """(breaking point, max sustainable rate, verdict text) of the run.
+
+    An instrument failure names no breaking point and no sustainable rate: what it broke would
+    be charged to the system under test. A search's probes are not a staircase (it bisects and
+    confirms): its own bracket, judged probe by probe as it went, is the answer, not a reading
+    of the steps in order; a search that did not finish has none."""
+    if failures:
+        return None, None, verdict_text(None, None, failures)
+    if search := run.get("search"):
+        result = search.get("result")
+        text = search_verdict_text(result, run.get("status"))
+        if not result:
+            return None, None, text
+        return result.get("lowest_break_per_s"), result.get("max_sustainable_per_s"), text
+    point, sustainable = breaking_point(verdicts)
+    return point, sustainable, verdict_text(point, sustainable)
+
+
+def step_row(
+    total: StepTotals,
+    duration_s: int,
+    tails: StepTails,
+    thresholds: Thresholds,
+    baseline_e2e_p99_ms: float | None,
+) -> tuple[StepSummaryDoc, Verdict]:
+    """A step's summary row and its verdict (before any instrument failure overrules it): the
+    figures are the step rule's (analysis.steprule.step_figures), as a search probe's are."""
+    figures = step_figures(total, tails, duration_s, baseline_e2e_p99_ms)
+    verdict = judge(figures, thresholds)
+    rate = total["target_rate_per_s"]
+    achieved = achieved_rate_per_s(total["sent"], total["start_ns"], total["last_sent_ns"], rate)
+    row: StepSummaryDoc = {
+        "step": total["step"],
+        "target_rate_per_s": rate,
+        "duration_s": duration_s,
+        "scheduled": total["scheduled"],
+        "achieved_send_rate_per_s": round(achieved, 2),
+        "delivered_rate_per_s": round(figures.delivered_rate_per_s, 2),
+        "send_failures": total["send_failures"],
+        "inflight_cap_refused": total["inflight_cap_refused"],
+        "lost": total["lost"],
+        "duplicates": total["duplicates"],
+        "filtered": total["filtered"],
+        "leaked": total["leaked"],
+        "sender_lag_p99_ms": tails.sender_lag["p99"],
+        "p99_e2e_ms": tails.e2e["p99"],
+        "p9999_e2e_ms": tails.e2e["p9999"],
+        "e2e_n": tails.e2e["n"],
+        "p9999_is_max": tails.e2e["p9999_is_max"],
+        "e2e_rise_ms": None if figures.e2e_rise_ms is None else round(figures.e2e_rise_ms, 3),
+        "verdict": verdict.verdict,
+        "reasons": list(verdict.reasons),
+    }
+    return row, verdict
+
+
+def _tail(sketches: Mapping[tuple[str, int], Sketch], metric: str, step: int) -> TailDoc:
+    sketch = sketches.get((metric, step))
+    return tail_figures(*sketch) if sketch is not None else empty_tail()
+
+
+def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDoc:
+    """Whole-run figures: step digests merged, step top values merged (exactly). Merged in step
+    order: a T-Digest merge depends on its order (in the fourth digit of a median), and the
+    order Spark returns the steps in is its partitioning's, which adaptive execution varies."""
+    parts = [sketch for (m, _), sketch in sorted(sketches.items(), key=_by_key) if m == metric]
+    return tail_figures(merged(d for d, _ in parts), merged_top(t for _, t in parts))
+
+
+def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:
+    return item[0]
+
+
+def baseline_e2e_p99_ms(
+    totals: Sequence[StepTotals], sketches: Mapping[tuple[str, int], Sketch], min_events: int
+) -> float | None:
+    """E2E P99 of the pace's first step with enough deliveries: the system before the load."""
+    for total in sorted(totals, key=lambda t: t["step"]):
+        if total["step"] < 1:
+            continue
+        e2e = _tail(sketches, "e2e", total["step"])
+        if e2e["n"] and e2e["n"] >= min_events:
+            return e2e["p99"]
+    return None
+
+
+def clock_summary(
+    offsets: dict[int, Correction],
+    applied: dict[int, Correction],
+    mode: str,
+    totals: Sequence[StepTotals],
+) -> ClockSummaryDoc:
+    """What was done about the sender's and receiver's clocks, and how far to trust it."""
+    if applied:
+        workers = ", ".join(map(str, sorted(applied)))
+        bound_ms = max(c.bound_ns for c in applied.values()) / NS_PER_MS
+        note = (
+            f"end-to-end latencies corrected for the clock offset of sender worker(s) {workers},"
+            f" within ±{bound_ms:.3f} ms"
+        )
+    elif offsets:
+        note = (
+            "not corrected: --clock-correction off"
+            if mode == "off"
+            else "not corrected: the measured offsets are within their error bounds (one clock)"
+        )
+    else:
+        note = "not corrected: no clock offsets were measured (run.json has none)"
+    return {
+        "correction": mode,
+        "applied": bool(applied),
+        "note": note,
+        "workers": {
+            str(worker): {
+                "offset_ns": c.before.offset_ns,
+                "bound_ns": c.bound_ns,
+                "drift_ns": c.drift_ns,
+                "applied": worker in applied,
+            }
+            for worker, c in sorted(offsets.items())
+        },
+        "negative_e2e": int(sum(t.get("negative_e2e") or 0 for t in totals)),
+    }
+
+
+def _counts(totals: Sequence[StepTotals], foreign: int) -> CountsDoc:
+    def total(key: str) -> int:
+        return int(sum(t[key] or 0 for t in totals))  # type: ignore[literal-required]
+
+    return {
+        "sent": total("sent"),
+        "scheduled": total("scheduled"),
+        "send_failures": total("send_failures"),
+        "acked": total("acked"),
+        "received": total("delivered"),
+        "lost": total("lost"),
+        "duplicates": total("duplicates"),
+        "foreign": foreign,
+        "decoys": total("decoys"),
+        "filtered": total("filtered"),
+        "leaked": total("leaked"),
+    }
+
+
+def evidence(inputs: SutInputs, counts: CountsDoc) -> InstrumentEvidence:
+    """What says whether the instruments worked: run.json's account, the files, the counts."""
+    run = inputs.run
+    sender, receiver = sender_summary(run), receiver_stats(run)
+    return InstrumentEvidence(
+        run_status=run.get("status"),
+        recorded_failures=tuple(run.get("instrument_failures") or ()),
+        sent_files=len(inputs.sent_parts),
+        received_files=len(inputs.received_parts),
+        sender_reported_sent=sender.get("sent"),
+        receiver_reported_received=receiver.get("received"),
+        acked=counts["acked"],
+        acked_decoys=counts["filtered"] + counts["leaked"],
+        deliveries=counts["received"] + counts["foreign"],
+        direct=run.get("sut") == "direct",
+        sut_processes_died=bool((run.get("sut_settings") or {}).get("died")),
+        receiver_connections=receiver.get("connections"),
+    )
+
+
+def headline(summary: SummaryDoc) -> str:
+    """The line `evbench analyze` prints per SUT."""
+    e2e = summary["latency_ms"]["e2e"]
+    tail = "max" if e2e["p9999_is_max"] else "P99.99"
+    c = summary["counts"]
+    return (
+        f"{summary['sut']}: {summary['verdict']}; e2e {tail} {e2e['p9999']} ms (n={e2e['n']}); "
+        f"sent {c['sent']}, send failures {c['send_failures']}, lost {c['lost']}, "
+        f"duplicates {c['duplicates']}, foreign {c['foreign']}"
+        + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
+    )
+
+
+def strict_json(doc: object) -> str:
+    """JSON that every parser reads: a figure that came out NaN or infinite is null, on
+    purpose, instead of the `NaN` Python writes by default."""
+    return json.dumps(_finite_or_null(doc), indent=2, allow_nan=False)
+
+
+def _finite_or_null(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_null(item) for item in value]
+    return value
