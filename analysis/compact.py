@@ -22,7 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contract.parquet import RecordFileError, arrow_schema
+from contract.errors import RecordFileError
+from contract.parquet import arrow_schema
 from contract.records import Field
 
 MANIFEST_KEY = b"evbench.parts"

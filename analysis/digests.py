@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import fastdigest
 import numpy as np
@@ -66,9 +67,8 @@ DIGEST_ARROW = pa.schema(
 
 
 def digest_of(values: np.ndarray | Iterable[float]) -> fastdigest.TDigest:
-    return fastdigest.TDigest.from_values(
-        np.asarray(values, dtype=float), max_centroids=MAX_CENTROIDS
-    )
+    array: Any = np.asarray(values, dtype=float)  # fastdigest takes any float sequence
+    return fastdigest.TDigest.from_values(array, max_centroids=MAX_CENTROIDS)
 
 
 _FORMAT_MAGIC = b"FASTDIGE"
@@ -180,7 +180,9 @@ def _digest_metric(
     seconds, values = seconds[order], values[order]
     firsts, starts = np.unique(seconds, return_index=True)
     ends = np.append(starts[1:], len(values))
-    chunks = [(int(s), values[a:b]) for s, a, b in zip(firsts, starts, ends, strict=True)]
+    chunks: list[tuple[int | None, np.ndarray]] = [
+        (int(s), values[a:b]) for s, a, b in zip(firsts, starts, ends, strict=True)
+    ]
     chunks.append((None, values))  # the whole step, from its values rather than merged seconds
     rows: dict[str, list] = {name: [] for name in DIGEST_ARROW.names}
     means, weights, offsets = [], [], [0]
@@ -281,12 +283,12 @@ def cumulative_line(
     running = fastdigest.TDigest(max_centroids=CUMULATIVE_CENTROIDS)
     if prefix is not None:
         running.merge_inplace(from_bytes(prefix))
-    points = {
+    points: dict[str, list[Any]] = {
         name: [] for name in ("second", "n", "p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
     }
     for second, data in sorted(zip(seconds, digests, strict=True), key=lambda p: p[0]):
         running.merge_inplace(from_bytes(data))
-        figures = tail_figures(running)
+        figures: Mapping[str, Any] = tail_figures(running)
         points["second"].append(second)
         points["n"].append(figures["n"])
         for name in ("p50", "p99", "p999", "p9999", "max"):

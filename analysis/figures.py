@@ -7,9 +7,15 @@ pace's steps as bands coloured by verdict and the breaking point marked.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+
+from contract.documents import SearchProbeDoc, StepSummaryDoc
 
 VERDICT_COLOURS = {
     "holds": "rgba(46, 160, 67, 0.08)",
@@ -44,7 +50,7 @@ def step_spans(metrics: list[dict]) -> dict[int, tuple[int, int]]:
 def six_series(
     metrics: list[dict],
     cumulative: list[dict],
-    steps: list[dict],
+    steps: Sequence[StepSummaryDoc],
     breaking_point_per_s: int | None,
     title: str,
 ) -> go.Figure:
@@ -92,7 +98,7 @@ def six_series(
 def _step_bands(
     figure: go.Figure,
     spans: dict[int, tuple[int, int]],
-    steps: list[dict],
+    steps: Sequence[StepSummaryDoc],
     breaking_point_per_s: int | None,
 ) -> None:
     marked = False
@@ -154,7 +160,7 @@ def latency_points(points: list[dict], title: str) -> go.Figure:
     return figure
 
 
-def sender_health(steps: list[dict], title: str) -> go.Figure:
+def sender_health(steps: Sequence[StepSummaryDoc], title: str) -> go.Figure:
     """Did the instrument keep the pace? Achieved vs target rate, and lag p99, per step."""
     labels = [f"{s['step']}: {s['target_rate_per_s']}/s" for s in steps]
     figure = go.Figure()
@@ -336,7 +342,7 @@ def memory_over_time(
             at = marks.get(key)
             if at is None or not samples:
                 continue
-            nearest = min(samples, key=lambda s, at=at: abs(s["second"] - at))
+            nearest = min(samples, key=partial(_distance, at=at))
             figure.add_trace(
                 go.Scatter(
                     x=[at],
@@ -357,7 +363,7 @@ def memory_over_time(
 SEARCH_COLOURS = {"holds": "#2ca02c", "breaks": "#d62728", "sender-limited": "#7f7f7f"}
 
 
-def search_probes(probes: list[dict], title: str) -> go.Figure:
+def search_probes(probes: Sequence[SearchProbeDoc], title: str) -> go.Figure:
     """A capacity search: each probe's rate over the probes (confirmations as squares), and
     rate against end-to-end P99 (the latency knee), coloured by verdict."""
     figure = make_subplots(
@@ -396,3 +402,8 @@ def search_probes(probes: list[dict], title: str) -> go.Figure:
     figure.update_yaxes(title_text="e2e P99 (ms)", type="log", row=1, col=2)
     figure.update_layout(title=title, legend={"orientation": "h"})
     return figure
+
+
+def _distance(sample: dict[str, Any], at: float) -> float:
+    """How far a sample lies from the instant `at`, in seconds."""
+    return abs(sample["second"] - at)

@@ -90,8 +90,9 @@ def describe_lines(
 
     rows = [line(DESCRIBE_COLUMNS)]
     for partition, committed, end in partitions:
-        known = committed is not None and committed >= 0
-        current, lag = (str(committed), str(end - committed)) if known else ("-", "-")
+        current, lag = ("-", "-")
+        if committed is not None and committed >= 0:
+            current, lag = str(committed), str(end - committed)
         rows.append(
             line(
                 (group, topic, str(partition), current, str(end), lag, consumer_id, host, client_id)

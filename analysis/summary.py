@@ -9,6 +9,8 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import fastdigest
 import numpy as np
@@ -267,8 +269,10 @@ def clock_summary(
 
 
 def _counts(totals: Sequence[StepTotals], foreign: int) -> CountsDoc:
+    rows: Sequence[Mapping[str, Any]] = totals
+
     def total(key: str) -> int:
-        return int(sum(t[key] or 0 for t in totals))  # type: ignore[literal-required]
+        return int(sum(row[key] or 0 for row in rows))
 
     return {
         "sent": total("sent"),
@@ -316,6 +320,13 @@ def headline(summary: SummaryDoc) -> str:
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
         + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
     )
+
+
+def read_summary(path: Path) -> SummaryDoc:
+    """A summary.json as its type says (one written before a key existed lacks it: readers use
+    `.get` for the NotRequired keys)."""
+    doc: SummaryDoc = json.loads(path.read_text())
+    return doc
 
 
 def strict_json(doc: object) -> str:

@@ -32,7 +32,9 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
+from contract.documents import SearchResultDoc
 from contract.errors import EvbenchError
 
 HOLDS = "holds"
@@ -55,7 +57,7 @@ class Thresholds:
     max_sender_lag_p99_ms: float = 10.0
     min_events: int = 100
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
@@ -282,7 +284,7 @@ def verdict_text(
     return "no step could be judged (sender-limited or too few events)"
 
 
-def search_verdict_text(result: dict, status: str | None = "completed") -> str:
+def search_verdict_text(result: SearchResultDoc | None, status: str | None = "completed") -> str:
     """The one-line verdict of a capacity search (`evbench search`), from its result
     (run.json's search.result, empty when it did not finish): the bracket it found, or why it
     found none."""
