@@ -19,8 +19,11 @@ measured before and after the run and interpolated linearly in between.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from contract.lines import OffsetDoc
 
 # Exchanges kept for the estimate: the shortest delays, whose intervals are the tightest.
 KEEP_EXCHANGES = 8
@@ -43,12 +46,12 @@ class Exchange:
         )
 
     @property
-    def low_ns(self) -> float:
+    def low_ns(self) -> int:
         """The smallest offset this exchange allows: the answer arrived the instant it left."""
         return self.remote_replied_ns - self.returned_ns
 
     @property
-    def high_ns(self) -> float:
+    def high_ns(self) -> int:
         """The largest: the request arrived the instant it left."""
         return self.remote_received_ns - self.sent_ns
 
@@ -64,7 +67,7 @@ class OffsetEstimate:
     kept: int  # of which the estimate uses
     min_delay_ns: int
 
-    def as_doc(self) -> dict[str, int]:
+    def as_doc(self) -> OffsetDoc:
         return {
             "at_ns": self.at_ns,
             "offset_ns": self.offset_ns,
@@ -75,7 +78,7 @@ class OffsetEstimate:
         }
 
     @staticmethod
-    def from_doc(doc: dict[str, int]) -> OffsetEstimate:
+    def from_doc(doc: Mapping[str, int]) -> OffsetEstimate:
         return OffsetEstimate(**{key: int(doc[key]) for key in _ESTIMATE_KEYS})
 
 
@@ -147,10 +150,10 @@ class Correction:
 CORRECTION_MODES = ("auto", "on", "off")
 
 
-def corrections_from(clock_doc: dict | None) -> dict[int, Correction]:
+def corrections_from(clock_doc: Mapping[str, Any] | None) -> dict[int, Correction]:
     """Each sender worker's measured offsets, from run.json's `clock` (a SenderClock per worker
     under `senders`); workers whose offset was never measured are absent."""
-    found = {}
+    found: dict[int, Correction] = {}
     for worker, sender in ((clock_doc or {}).get("senders") or {}).items():
         before, after = sender.get("before"), sender.get("after")
         if before:

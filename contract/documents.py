@@ -1,15 +1,24 @@
-"""The JSON documents that cross a process boundary, each typed once: run.json, summary.json and
-the progress lines the sender and receiver print on stdout.
+"""The JSON documents a run writes, each typed once: run.json and summary.json (the lines child
+processes print are in contract.lines).
 
-They stay plain dicts on the wire and on disk (a run written before reads the same after); the
-types say which keys exist, which every writer must fill and what they hold. `problems` checks a
-document against its type, and the tests run it over what real runs write. Standard library only.
+They stay plain dicts on disk (a run written before reads the same after); the types say which
+keys exist, which every writer must fill and what they hold. `read_document` reads one into its
+type, `problems` checks a document against its type, and the tests run it over what real runs
+write. Standard library only.
 """
 
 # No `from __future__ import annotations` here: TypedDict reads NotRequired[...] from the class
 # body at definition time, and Python 3.11 cannot see it inside a string annotation (every key
 # would count as required).
-from typing import Any, Literal, NotRequired, TypedDict, get_type_hints, is_typeddict
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type_hints, is_typeddict
+
+from contract.errors import EvbenchError
+from contract.lines import OffsetDoc as OffsetDoc
+from contract.lines import ReceiverStats, SenderDone, renamed_keys
+from contract.lines import SenderClock as SenderClock
 
 RunStatus = Literal["running", "completed", "interrupted", "failed"]
 
@@ -34,39 +43,32 @@ class ScheduleDoc(TypedDict):
     warmup: NotRequired[str | None]
 
 
+class NotReported(TypedDict):
+    """{}: what was not reported (a sender that never finished, a receiver never asked)."""
+
+
+class SearchSenderSummary(TypedDict):
+    """`evbench search`'s sender summary: its probes' done lines and their sums."""
+
+    start_ns: int | None
+    sent: int
+    ok: int
+    failures: int
+    probes: list[SenderDone]
+
+
 class SenderDoc(TypedDict):
     engine: str
     max_inflight: int
     request_timeout_s: float
     drain_timeout_s: float
     workers: NotRequired[int]  # sender processes; above 1 a Locust fleet (loadgen.fleet)
-    summary: dict[str, Any]  # the sender's `done` line (SenderDone), {} if it never finished
+    summary: SenderDone | SearchSenderSummary | NotReported  # {} if it never finished
 
 
 class ReceiverDoc(TypedDict):
     engine: str
-    stats: dict[str, Any]  # the receiver's final counters (receivers.server.ReceiverStats)
-
-
-class OffsetDoc(TypedDict):
-    """contract.clocks.OffsetEstimate: the receiver's clock minus the sender's."""
-
-    at_ns: int
-    offset_ns: int
-    bound_ns: int
-    exchanges: int
-    kept: int
-    min_delay_ns: int
-
-
-class SenderClock(TypedDict):
-    """A sender's offsets to the receiver's clock (`--clock-url`), before and after its run;
-    None where it could not be measured, and why in `errors`."""
-
-    url: str
-    before: OffsetDoc | None
-    after: OffsetDoc | None
-    errors: list[str]
+    stats: ReceiverStats | NotReported  # its final counters
 
 
 class ClockDoc(TypedDict):
@@ -120,6 +122,33 @@ class SearchDoc(TypedDict):
     minutes: float
 
 
+class KafkaDescription(TypedDict):
+    bootstrap: str | None
+    broker: str  # Tansu's binary, fresh for the run, or "given with --kafka-bootstrap"
+    topic: str | None
+    group: str | None
+
+
+class ComponentDescription(TypedDict):
+    url: str
+    pid: int
+
+
+class SutDescription(TypedDict, total=False):
+    """run.json's `sut_settings`: what suts.driver.Sut.describe() says of the system (the lab's
+    settings, its Kafka topic, its processes, their readiness and final counters), and whether
+    one of its processes died during the run. `evbench collect` writes topology and settings
+    only."""
+
+    topology: str
+    settings: dict[str, object]  # suts.settings.LabSettings as a dict, where they shape results
+    kafka: KafkaDescription
+    components: dict[str, ComponentDescription]  # by role
+    readiness: dict[str, object]  # each role's /ready answer, and the wait as `waited_s`
+    final_stats: dict[str, dict[str, int]]  # each role's stopped line's counters
+    died: bool
+
+
 class RunDoc(TypedDict):
     """run.json: everything that shaped a run (DESIGN §3). Written by `evbench run` (at the
     schedule start with status "running", again at the end) and by `evbench import-knative`.
@@ -134,7 +163,7 @@ class RunDoc(TypedDict):
     schedule: ScheduleDoc
     payload_bytes: int | None
     # `evbench run`
-    sut_settings: NotRequired[dict[str, Any]]  # the driver's describe(): topology, settings, ...
+    sut_settings: NotRequired[SutDescription]
     decoy_every: NotRequired[int]
     interrupted: NotRequired[bool]
     instrument_failures: NotRequired[list[str]]
@@ -158,16 +187,20 @@ class RunDoc(TypedDict):
     imported_at_ns: NotRequired[int]
 
 
-def schedule_start_ns(run: RunDoc | dict) -> int | None:
-    return (run.get("schedule") or {}).get("start_ns")
+# Readers of any run.json, older ones included: what is missing reads as None or {}.
+def schedule_start_ns(run: Mapping[str, Any]) -> int | None:
+    start: int | None = (run.get("schedule") or {}).get("start_ns")
+    return start
 
 
-def sender_summary(run: RunDoc | dict) -> dict[str, Any]:
-    return (run.get("sender") or {}).get("summary") or {}
+def sender_summary(run: Mapping[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = (run.get("sender") or {}).get("summary") or {}
+    return summary
 
 
-def receiver_stats(run: RunDoc | dict) -> dict[str, Any]:
-    return (run.get("receiver") or {}).get("stats") or {}
+def receiver_stats(run: Mapping[str, Any]) -> dict[str, Any]:
+    stats: dict[str, Any] = (run.get("receiver") or {}).get("stats") or {}
+    return stats
 
 
 # summary.json --------------------------------------------------------------------------------
@@ -261,196 +294,76 @@ class SummaryDoc(TypedDict):
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
 
 
-# progress lines (JSON, one per line on stdout) ---------------------------------------------
-class SenderStart(TypedDict):
-    event: Literal["start"]
-    pid: int
-    start_ns: int
-    run_tag: str
-    pace: str
-    spec: str
-    max_inflight: int
-    steps: list[dict[str, Any]]  # loadgen.schedule.PlannedStep as a dict
-    clock: NotRequired[SenderClock]  # with --clock-url: "before" measured
-    # a fleet (loadgen.fleet.tally): how many workers, and each one's clock by index
-    workers: NotRequired[int]
-    clocks: NotRequired[dict[str, SenderClock]]
+# reading --------------------------------------------------------------------------------------
+Doc = TypeVar("Doc")
 
 
-class StepStart(TypedDict):
-    event: Literal["step_start"]
-    step: int
-    warmup: bool
-    target_rate_per_s: int
-    duration_s: int
-    start_ns: int
-
-
-class SenderProgress(TypedDict):
-    event: Literal["progress"]
-    step: int
-    target_rate_per_s: int
-    window_sent: int
-    lag_p99_ms: float | None
-    sent: int
-    ok: int
-    failures: int
-    inflight: int
-    inflight_cap_hits: int
-    rows_written: int
-    # a fleet: its slowest worker by lag p99 (whose figure lag_p99_ms is), and the failed ones
-    workers_reporting: NotRequired[int]
-    slowest_worker: NotRequired[int | None]
-    failed_workers: NotRequired[dict[str, str]]
-
-
-class SenderAnswers(TypedDict):
-    """With --latency-histograms, every second and at the end: the answers since the last such
-    line by whole ms from their intended time, and the failures by error (a fleet worker feeds
-    Locust's statistics from them)."""
-
-    event: Literal["answers"]
-    step: int  # the step under way (or the last one) when the line was printed
-    latency_ms_counts: dict[str, int]
-    errors: dict[str, int]
-
-
-class SenderStepSummary(TypedDict):
-    """One step as the sender saw it (loadgen.engine.StepState.summary)."""
-
-    step: int
-    warmup: bool
-    target_rate_per_s: int
-    duration_s: int
-    worker_target_rate_per_s: float
-    scheduled: int
-    sent: int
-    ok: int
-    failures: int
-    inflight_cap_hits: int
-    achieved_send_rate_per_s: float
-    lag_p50_ms: float | None
-    lag_p99_ms: float | None
-    lag_max_ms: float | None
-    wake_jitter_p99_ms: float | None
-    wake_jitter_max_ms: float | None
-    gc_ms: float | None
-    gc_collected: int | None
-
-
-class TransportStats(TypedDict, total=False):
-    """What the transport adds to `step_end` and `done` (HTTP or Kafka keys)."""
-
-    connections_open: int
-    connections_opened: int
-    connect_ms_p99: float | None
-    connect_failures: int
-    connection_waits: int
-    producer_queue_full: int
-    producer_poll_yields: int
-
-
-class StepEnd(SenderStepSummary, TransportStats):
-    event: Literal["step_end"]
-    inflight_at_step_end: int
-    workers_reported: NotRequired[int]  # a fleet: workers whose step this sums
-    failed_workers: NotRequired[dict[str, str]]  # a fleet: index -> why it failed
-
-
-class SenderDone(TransportStats):
-    """The sender's last line (loadgen.engine.Engine.summary, plus its run tag and wall time);
-    run.json keeps it as sender.summary."""
-
-    event: Literal["done"]
-    start_ns: int
-    worker: int
-    workers: int
-    interrupted: bool
-    stop_reason: str | None
-    steps: list[SenderStepSummary]
-    sent: int
-    ok: int
-    failures: int
-    inflight_cap_hits: int
-    unanswered_at_end: int
-    timed_out: int
-    precise_timer: bool | None
-    rows_written: int
-    parts_written: int
-    flush_errors: int
-    run_tag: str
-    wall_s: float
-    clock: NotRequired[SenderClock]  # with --clock-url
-    clocks: NotRequired[dict[str, SenderClock]]  # a fleet: each worker's, by index
-    failed_workers: NotRequired[dict[str, str]]  # a fleet: index -> why it failed
-
-
-class Listening(TypedDict):
-    """A receiver's or a SUT component's first line, once its socket is bound."""
-
-    event: Literal["listening"]
-    host: NotRequired[str]
-    port: int
-    out: NotRequired[str]  # the receiver: where its records go
-    limits: NotRequired[dict[str, Any]]  # the receiver: receivers.limits.Limits
-    clock_shift_ns: NotRequired[int]  # the receiver: added to every stamp (--clock-shift)
-
-
-class Stopped(TypedDict):
-    """The last line of a receiver or SUT component: its final counters."""
-
-    event: Literal["stopped"]
-    stats: dict[str, Any]
+def read_document(path: Path, doc_type: type[Doc]) -> Doc:
+    """The JSON object in `path` as a `doc_type` (RunDoc, SummaryDoc, ...). Keys renamed since
+    it was written read by today's names; keys it lacks are left to the reader (an older
+    run.json still reads). An EvbenchError names the file when it cannot be read or holds no
+    JSON object."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise EvbenchError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise EvbenchError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise EvbenchError(f"{path} holds a JSON {type(doc).__name__}, not an object")
+    return cast(Doc, renamed_keys(doc))
 
 
 def problems(doc: object, doc_type: type, where: str = "") -> list[str]:
     """What keeps `doc` from being a `doc_type` (a TypedDict): missing or unknown keys, and the
-    same for nested TypedDicts and lists of them. Empty when it conforms. Values' own types are
-    left to the writers' type hints; this catches the drift of keys between writer and type."""
+    same for nested TypedDicts and lists of them (of a union of TypedDicts, the closest one).
+    Empty when it conforms. Values' own types are left to the writers' type hints; this catches
+    the drift of keys between writer and type."""
     where = where or doc_type.__name__
     if not isinstance(doc, dict):
         return [f"{where}: expected an object, got {type(doc).__name__}"]
     found = []
     hints = get_type_hints(doc_type)
-    missing = sorted(doc_type.__required_keys__ - doc.keys())
+    required: frozenset[str] = vars(doc_type)["__required_keys__"]
+    missing = sorted(required - doc.keys())
     unknown = sorted(doc.keys() - hints.keys())
     found += [f"{where}: missing key '{key}'" for key in missing]
     found += [f"{where}: unknown key '{key}'" for key in unknown]
     for key, hint in hints.items():
-        if key not in doc or doc[key] is None:
-            continue
-        inner = _typed_dict_in(hint)
-        if inner is None:
-            continue
-        value, label = doc[key], f"{where}.{key}"
-        if isinstance(inner, tuple):  # list[SomeDoc] or dict[str, SomeDoc]
-            container, item_type = inner
-            items = (
-                enumerate(value)
-                if container is list and isinstance(value, list)
-                else value.items()
-                if container is dict and isinstance(value, dict)
-                else None
-            )
-            if items is None:
-                found.append(f"{label}: expected a {container.__name__}")
-                continue
-            for index, item in items:
-                found += problems(item, item_type, f"{label}[{index!r}]")
-        else:
-            found += problems(value, inner, label)
+        if key in doc and doc[key] is not None:
+            found += _nested_problems(doc[key], hint, f"{where}.{key}")
     return found
 
 
-def _typed_dict_in(hint: Any) -> type | tuple[type, type] | None:
-    """The TypedDict a hint holds: itself, `X | None`, `list[X]` or `dict[str, X]`."""
+def _nested_problems(value: object, hint: object, label: str) -> list[str]:
+    inner = _typed_dict_in(hint)
+    if isinstance(inner, tuple):  # list[SomeDoc] or dict[str, SomeDoc]
+        container, item_type = inner
+        items = (
+            enumerate(value)
+            if container is list and isinstance(value, list)
+            else value.items()
+            if container is dict and isinstance(value, dict)
+            else None
+        )
+        if items is None:
+            return [f"{label}: expected a {container.__name__}"]
+        return [
+            p for index, item in items for p in problems(item, item_type, f"{label}[{index!r}]")
+        ]
+    if inner:  # the alternative it comes closest to
+        return min((problems(value, alternative, label) for alternative in inner), key=len)
+    return []
+
+
+def _typed_dict_in(hint: object) -> list[type] | tuple[type, type]:
+    """The TypedDicts a hint holds: itself or a union's (`X | None`, `X | Y`), or the container
+    and item of `list[X]` or `dict[str, X]`."""
     if is_typeddict(hint):
-        return hint
+        return [cast(type, hint)]
     origin = getattr(hint, "__origin__", None)
-    args = getattr(hint, "__args__", ())
+    args: tuple[object, ...] = getattr(hint, "__args__", ())
     if origin in (list, dict) and args and is_typeddict(args[-1]):
-        return origin, args[-1]
-    for arg in args:  # a union such as `X | None` (NotRequired is unwrapped by get_type_hints)
-        if is_typeddict(arg):
-            return arg
-    return None
+        return cast(type, origin), cast(type, args[-1])
+    # a union (NotRequired is unwrapped by get_type_hints)
+    return [cast(type, arg) for arg in args if is_typeddict(arg)]

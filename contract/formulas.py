@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
+
+Number = TypeVar("Number", int, float)
 
 
-def percentile(sorted_values: Sequence[int], fraction: float) -> int | None:
+def percentile(sorted_values: Sequence[Number], fraction: float) -> Number | None:
     """Nearest-rank percentile of already-sorted values; None when there are none."""
     if not sorted_values:
         return None

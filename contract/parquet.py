@@ -38,11 +38,13 @@ def arrow_schema(fields: Sequence[Field]) -> pa.Schema:
     return pa.schema([pa.field(f.name, _ARROW_TYPES[f.type], nullable=f.nullable) for f in fields])
 
 
+Row = tuple[object, ...]  # one record, its values in contract order
+
 # Rows converted per slice when an event loop flushes: well under a millisecond of GIL time.
 BATCH_ROWS = 256
 
 
-def slices(rows: list[tuple], size: int = BATCH_ROWS) -> list[list[tuple]]:
+def slices(rows: list[Row], size: int = BATCH_ROWS) -> list[list[Row]]:
     return [rows[start : start + size] for start in range(0, len(rows), size)]
 
 
@@ -61,7 +63,7 @@ class PartWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.schema = arrow_schema(fields)
         self._dictionary_columns = [f.name for f in fields if f.low_cardinality]
-        self.rows: list[tuple] = []
+        self.rows: list[Row] = []
         self.rows_written = 0
         self.parts_written = 0
         self._lock = threading.Lock()
@@ -80,14 +82,14 @@ class PartWriter:
     def _encode(self, table: pa.Table, where: object) -> None:
         pq.write_table(table, where, compression="snappy", use_dictionary=self._dictionary_columns)
 
-    def append(self, row: tuple) -> None:
+    def append(self, row: Row) -> None:
         self.rows.append(row)
 
-    def take(self) -> list[tuple]:
+    def take(self) -> list[Row]:
         rows, self.rows = self.rows, []
         return rows
 
-    def batch(self, rows: list[tuple]) -> pa.RecordBatch:
+    def batch(self, rows: list[Row]) -> pa.RecordBatch:
         """Rows to Arrow. Holds the GIL throughout, so event loops call it on small slices
         (see `slices`) and yield in between instead of stalling for the whole second's rows.
 
@@ -110,7 +112,7 @@ class PartWriter:
             self._quarantine(bad)
             return self._arrow(good)
 
-    def _arrow(self, rows: list[tuple]) -> pa.RecordBatch:
+    def _arrow(self, rows: list[Row]) -> pa.RecordBatch:
         if not rows:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
         columns = zip(*rows, strict=True)
@@ -120,7 +122,7 @@ class PartWriter:
                 raise ValueError(f"{f.name} is null, which the record contract does not allow")
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _quarantine(self, bad: list[tuple[tuple, str]]) -> None:
+    def _quarantine(self, bad: list[tuple[Row, str]]) -> None:
         """One JSON line per row: the reason and the values (escaped, so any string survives)."""
         names = self.schema.names
         lines = [
@@ -149,14 +151,14 @@ class PartWriter:
             self.parts_written += 1
         return path
 
-    def write(self, rows: list[tuple]) -> Path | None:
+    def write(self, rows: list[Row]) -> Path | None:
         return self.write_batches([self.batch(rows)]) if rows else None
 
     def flush(self) -> Path | None:
         return self.write(self.take())
 
 
-def _jsonable(names: list[str], row: tuple) -> dict[str, object] | list[str]:
+def _jsonable(names: list[str], row: Row) -> dict[str, object] | list[str]:
     values = [v if isinstance(v, (str, int, float, bool, type(None))) else repr(v) for v in row]
     if len(values) != len(names):
         return [repr(v) for v in row]

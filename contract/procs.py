@@ -14,6 +14,9 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from contract.lines import OutputLine
 
 _PR_SET_PDEATHSIG = 1
 
@@ -59,7 +62,9 @@ class Child:
             env=env,
         )
         self.pid = self.proc.pid
-        self.lines: queue.Queue[dict | None] = queue.Queue()
+        # Each line as the JSON object it holds (a line that holds none as an OutputLine); the
+        # reader parses it into its type (contract.lines). None: the end of the output.
+        self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
         self._reader.start()
 
@@ -72,15 +77,16 @@ class Child:
             try:
                 doc = json.loads(line)
             except ValueError:
-                doc = {"event": "output", "text": line}
-            self.lines.put(doc if isinstance(doc, dict) else {"event": "output", "text": line})
+                doc = None
+            output: OutputLine = {"event": "output", "text": line}
+            self.lines.put(doc if isinstance(doc, dict) else dict(output))
         self.lines.put(None)  # end of output
 
-    def next_line(self, timeout_s: float) -> dict | None:
+    def next_line(self, timeout_s: float) -> dict[str, Any] | None:
         """The next JSON line, or None at end of output; raises queue.Empty on timeout."""
         return self.lines.get(timeout=timeout_s)
 
-    def wait_for(self, event: str, timeout_s: float) -> dict:
+    def wait_for(self, event: str, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -92,7 +98,7 @@ class Child:
             if doc.get("event") == event:
                 return doc
 
-    def final_report(self, event: str = "stopped", timeout_s: float = 5.0) -> dict:
+    def final_report(self, event: str = "stopped", timeout_s: float = 5.0) -> dict[str, Any]:
         """The `stats` of the child's last report line (`{"event": "stopped", "stats": ...}`),
         read after it was stopped; {} when it never wrote one."""
         while True:
@@ -103,7 +109,8 @@ class Child:
             if doc is None:
                 return {}
             if doc.get("event") == event:
-                return doc.get("stats", {})
+                stats: dict[str, Any] = doc.get("stats", {})
+                return stats
 
     def signal(self, sig: int) -> None:
         if self.proc.poll() is None:

@@ -180,7 +180,7 @@ class ConsumerLagRow(NamedTuple):
     lag: int
 
 
-ROW_TYPES: dict[type[tuple], tuple[Field, ...]] = {
+ROW_TYPES: dict[type[tuple[object, ...]], tuple[Field, ...]] = {
     SentRow: SENT_FIELDS,
     ReceivedRow: RECEIVED_FIELDS,
     ProcessSampleRow: PROCESS_SAMPLE_FIELDS,

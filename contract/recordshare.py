@@ -15,14 +15,26 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TypedDict
 
 PREFIX = "/records"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
 
 
-def listing(directory: Path) -> dict:
+class RecordFile(TypedDict):
+    path: str  # relative to the records' directory, with forward slashes
+    bytes: int
+
+
+class RecordListing(TypedDict):
+    """GET /records/: what a receiver or sender host offers `evbench collect`."""
+
+    files: list[RecordFile]
+
+
+def listing(directory: Path) -> RecordListing:
     """Every complete record file under `directory`: relative path and size."""
-    files = []
+    files: list[RecordFile] = []
     if directory.is_dir():
         for path in sorted(directory.rglob("*")):
             relative = path.relative_to(directory)

@@ -36,7 +36,7 @@ def step_line(doc: dict, steps_total: int, received: int | None) -> str:
     return (
         f"{label:>12}  {target:>6}/s  achieved {achieved:>8.1f}/s ({ratio:6.2f} %)  "
         f"lag p99 {_ms(doc['lag_p99_ms']):>9}  failures {doc['failures']:>5}  "
-        f"cap hits {doc['inflight_cap_hits']}  received {_count(received)}"
+        f"cap hits {doc['inflight_cap_refused']}  received {_count(received)}"
         + (
             f"  FAILED workers: {', '.join(sorted(failed))}"
             if (failed := doc.get("failed_workers"))

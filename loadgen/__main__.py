@@ -14,11 +14,19 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import asdict
+from typing import Literal
 
 import uvloop
 
 from contract.errors import EvbenchError
+from contract.lines import (
+    SenderClock,
+    SenderDone,
+    SenderLine,
+    SenderRecord,
+    SenderStart,
+    SenderSummary,
+)
 from contract.parquet import PartWriter
 from contract.procs import raise_fd_limit
 from contract.records import SENT_FIELDS
@@ -30,7 +38,7 @@ from loadgen.pace import Pace, parse_warmup, resolve_pace
 from loadgen.payload import PayloadBuilder
 from loadgen.recorder import RowPlan
 from loadgen.request import Transport
-from loadgen.schedule import PlannedStep, plan_steps
+from loadgen.schedule import PlannedStep, plan_steps, planned_step_doc
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
 
 _SWITCH_INTERVAL_S = 0.0002
@@ -46,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _emit(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc) + "\n")
+def _emit(line: SenderLine) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
 
@@ -114,16 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     return uvloop.run(_send(settings, pace, steps, run_tag, transport, max_inflight))
 
 
-async def _send(
+def _engine(
     settings: SenderSettings,
-    pace: Pace,
-    steps: list[PlannedStep],
+    steps: tuple[PlannedStep, ...],
     run_tag: str,
     transport: Transport,
     max_inflight: int,
-) -> int:
+) -> Engine:
     worker = settings.worker
-    writer = PartWriter(settings.out, SENT_FIELDS, prefix=f"sent-w{worker}")
     plan = RowPlan(
         steps=steps,
         event_id_prefix=f"{run_tag}-{worker}-",
@@ -131,9 +137,9 @@ async def _send(
         payload_bytes=settings.knobs.payload_bytes,
         decoy_every=settings.knobs.decoy_every,
     )
-    engine = Engine(
+    return Engine(
         transport,
-        writer,
+        PartWriter(settings.out, SENT_FIELDS, prefix=f"sent-w{worker}"),
         steps,
         plan=plan,
         workers=settings.workers,
@@ -144,6 +150,17 @@ async def _send(
         emit=_emit,
         latency_histograms=settings.latency_histograms,
     )
+
+
+async def _send(
+    settings: SenderSettings,
+    pace: Pace,
+    steps: tuple[PlannedStep, ...],
+    run_tag: str,
+    transport: Transport,
+    max_inflight: int,
+) -> int:
+    engine = _engine(settings, steps, run_tag, transport, max_inflight)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, engine.stop, signal.Signals(sig).name)
@@ -158,48 +175,52 @@ async def _send(
     gc.collect()
     gc.freeze()
     start_ns = settings.start_at_ns or time.time_ns() + int(settings.start_delay_s * 1e9)
-    _emit(
-        {
-            "event": "start",
-            "pid": os.getpid(),
-            "start_ns": start_ns,
-            "run_tag": run_tag,
-            "pace": pace.name,
-            "spec": pace.spec,
-            "max_inflight": max_inflight,
-            "steps": [asdict(s) for s in steps],
-            **({"clock": clock.doc} if settings.clock_url else {}),
-        }
-    )
+    start: SenderStart = {
+        "event": "start",
+        "pid": os.getpid(),
+        "start_ns": start_ns,
+        "run_tag": run_tag,
+        "pace": pace.name,
+        "spec": pace.spec,
+        "max_inflight": max_inflight,
+        "steps": [planned_step_doc(s) for s in steps],
+    }
+    if settings.clock_url:
+        start["clock"] = clock.doc
+    _emit(start)
     # The record writer's thread holds the GIL now and then; by default the pacer would wait up
     # to 5 ms for it when its timer fires. A shorter interval bounds that wait.
     sys.setswitchinterval(_SWITCH_INTERVAL_S)
     wall_start = time.perf_counter()
-    summary = await engine.run(start_ns)
-    summary["run_tag"] = run_tag
-    summary["wall_s"] = round(time.perf_counter() - wall_start, 3)
+    summary: SenderSummary = {
+        **await engine.run(start_ns),
+        "run_tag": run_tag,
+        "wall_s": round(time.perf_counter() - wall_start, 3),
+    }
     if settings.clock_url:
         await clock.measure("after")
         summary["clock"] = clock.doc
     # Beside the records: what `evbench collect` needs to rebuild run.json from them alone
-    # (the settings as argv, the host), when the sender ran somewhere else.
-    record = {**summary, "host": socket.gethostname(), "argv": settings.argv()}
-    (settings.out / f"_sender-w{worker}.json").write_text(json.dumps(record, indent=2))
-    _emit({"event": "done", **summary})
-    return 130 if summary["interrupted"] else 0
+    # (the summary, the settings as argv, the host), when the sender ran somewhere else.
+    record: SenderRecord = {**summary, "host": socket.gethostname(), "argv": settings.argv()}
+    (settings.out / f"_sender-w{settings.worker}.json").write_text(json.dumps(record, indent=2))
+    done: SenderDone = {"event": "done", **summary}
+    _emit(done)
+    return 130 if done["interrupted"] else 0
 
 
 class _Clock:
     """The offsets to the receiver's clock before and after the run (a SenderClock document)."""
 
     def __init__(self, url: str | None) -> None:
-        self.doc: dict = {"url": url, "before": None, "after": None, "errors": []}
+        self.url = url
+        self.doc: SenderClock = {"url": url or "", "before": None, "after": None, "errors": []}
 
-    async def measure(self, when: str) -> None:
-        if self.doc["url"] is None:
+    async def measure(self, when: Literal["before", "after"]) -> None:
+        if self.url is None:
             return
         # Blocking socket work, on a thread: a signal still stops the run meanwhile.
-        offset, error = await asyncio.to_thread(measure, self.doc["url"])
+        offset, error = await asyncio.to_thread(measure, self.url)
         self.doc[when] = offset.as_doc() if offset else None
         if error:
             self.doc["errors"].append(f"{when}: {error}")

@@ -19,18 +19,25 @@ import asyncio
 import contextlib
 import gc
 import time
-from array import array
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 
-from contract.formulas import achieved_rate_per_s, percentile
+from contract.lines import (
+    Draining,
+    EngineSummary,
+    SenderLine,
+    StepEnd,
+    StepStart,
+    WarningLine,
+)
 from contract.parquet import PartWriter
 from contract.records import INFLIGHT_CAP_ERROR
-from loadgen.recorder import NO_TIME, RowPlan, SentColumns, is_decoy, to_batch
+from loadgen.recorder import NO_TIME, RowPlan, SentRecorder, is_decoy
 from loadgen.request import DECOY, MEASURE, WARMUP, Request, Transport
 from loadgen.schedule import NS_PER_S, PlannedStep
+from loadgen.stepstate import StepState
 from loadgen.ticker import Ticker
+from loadgen.window import Window
 
 # Slots started in one wake-up before the loop reads answers again, when the pacer is behind.
 _MAX_SLOTS_PER_WAKE = 64
@@ -38,59 +45,14 @@ _MAX_SLOTS_PER_WAKE = 64
 _SWEEP_INTERVAL_S = 0.1
 
 
-@dataclass
-class StepState:
-    planned: PlannedStep
-    start_ns: int
-    scheduled: int = 0
-    sent: int = 0
-    ok: int = 0
-    failures: int = 0
-    cap_hits: int = 0
-    last_sent_ns: int | None = None
-    gc_ms: float | None = None
-    gc_collected: int | None = None
-    lags_ns: array = field(default_factory=lambda: array("q"))
-    wake_jitter_ns: array = field(default_factory=lambda: array("q"))
-
-    def summary(self, workers: int) -> dict:
-        lags = sorted(self.lags_ns)
-        wakes = sorted(self.wake_jitter_ns)
-        return {
-            "step": self.planned.number,
-            "warmup": self.planned.warmup,
-            "target_rate_per_s": self.planned.rate_per_s,
-            "duration_s": self.planned.duration_s,
-            "worker_target_rate_per_s": self.planned.rate_per_s / workers,
-            "scheduled": self.scheduled,
-            "sent": self.sent,
-            "ok": self.ok,
-            "failures": self.failures,
-            "inflight_cap_hits": self.cap_hits,
-            "achieved_send_rate_per_s": achieved_rate_per_s(
-                self.sent, self.start_ns, self.last_sent_ns, self.planned.rate_per_s
-            )
-            * workers,
-            "lag_p50_ms": _ms(percentile(lags, 0.5)),
-            "lag_p99_ms": _ms(percentile(lags, 0.99)),
-            "lag_max_ms": _ms(lags[-1] if lags else None),
-            "wake_jitter_p99_ms": _ms(percentile(wakes, 0.99)),
-            "wake_jitter_max_ms": _ms(wakes[-1] if wakes else None),
-            "gc_ms": self.gc_ms,
-            "gc_collected": self.gc_collected,
-        }
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 3)
-
-
 class _Cursor:
     """Where the pacer is within the current step: the next slot index of this worker."""
 
     __slots__ = ("done", "end", "index", "state", "step")
 
-    def __init__(self, step: PlannedStep, state: StepState, first: int, done: asyncio.Future):
+    def __init__(
+        self, step: PlannedStep, state: StepState, first: int, done: asyncio.Future[None]
+    ) -> None:
         self.step = step
         self.state = state
         self.index = first
@@ -111,7 +73,7 @@ class Engine:
         request_timeout_s: float = 30.0,
         drain_timeout_s: float = 10.0,
         flush_interval_s: float = 1.0,
-        emit: Callable[[dict], None] = lambda doc: None,
+        emit: Callable[[SenderLine], None] = lambda line: None,
         latency_histograms: bool = False,
     ) -> None:
         self.transport = transport
@@ -128,21 +90,15 @@ class Engine:
         self.stop_reason: str | None = None
         self.force_stop = False
         self.states: list[StepState] = []
-        self.flush_errors = 0
         self.unanswered_at_end = 0
         self.timed_out = 0
         self.inflight = 0
-        self._columns = SentColumns()
-        # The write a flush handed to the writer thread, with its rows, until it is done.
-        self._writing: tuple[asyncio.Future, SentColumns] | None = None
+        self.start_ns = 0
+        self._mono_minus_wall_ns = 0
+        self.records = SentRecorder(writer, plan, self._warn)
         self._started: deque[Request] = deque()  # in start order, for timeouts and the drain
         self._cursor: _Cursor | None = None
-        self._window_lags_ns = array("q")
-        self._window_sent = 0
-        # With latency_histograms: answers this window by whole ms from their intended time,
-        # and failures by error (a Locust fleet worker feeds Locust's statistics from them).
-        self._window_latency: dict[int, int] | None = {} if latency_histograms else None
-        self._window_errors: dict[str, int] = {}
+        self.window = Window(latency_histograms)
         self._wake: asyncio.Event | None = None
         self._ticker: Ticker | None = None
         self._precise_timer: bool | None = None
@@ -169,7 +125,7 @@ class Engine:
         the schedule are late by however long it took."""
         await asyncio.get_running_loop().run_in_executor(None, self.writer.warm_up)
 
-    async def run(self, start_ns: int) -> dict:
+    async def run(self, start_ns: int) -> EngineSummary:
         """Run the schedule whose slot 0 is at wall-clock `start_ns`; returns the summary."""
         loop = asyncio.get_running_loop()
         self.start_ns = start_ns
@@ -178,8 +134,8 @@ class Engine:
         self._wake = asyncio.Event()
         self._ticker = Ticker(loop, self._on_tick)
         tasks = [
-            loop.create_task(self._flush_forever()),
-            loop.create_task(self._report_forever()),
+            loop.create_task(self._every(self.flush_interval_s, self.records.flush)),
+            loop.create_task(self._every(1.0, self._report)),
             loop.create_task(self._sweep_forever()),
         ]
         try:
@@ -197,12 +153,12 @@ class Engine:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self._settle_write()
+            await self.records.settle()
             self._emit_answers()  # the last ones, the drain's included
             gc.enable()
             self._precise_timer = self._ticker.precise
             self._ticker.close()
-            await self._flush()
+            await self.records.flush()
             await self.transport.close()
         return self.summary()
 
@@ -223,16 +179,15 @@ class Engine:
         loop = asyncio.get_running_loop()
         state = StepState(step, self.start_ns + step.start_offset_ns)
         self.states.append(state)
-        self.emit(
-            {
-                "event": "step_start",
-                "step": step.number,
-                "warmup": step.warmup,
-                "target_rate_per_s": step.rate_per_s,
-                "duration_s": step.duration_s,
-                "start_ns": state.start_ns,
-            }
-        )
+        line: StepStart = {
+            "event": "step_start",
+            "step": step.number,
+            "warmup": step.warmup,
+            "target_rate_per_s": step.rate_per_s,
+            "duration_s": step.duration_s,
+            "start_ns": state.start_ns,
+        }
+        self.emit(line)
         first = (self.worker - step.first_seq) % self.workers
         cursor = _Cursor(step, state, first, loop.create_future())
         self._cursor = cursor
@@ -292,11 +247,11 @@ class Engine:
         if self.stop_reason is not None:
             return
         if self.inflight >= self.max_inflight:
-            state.cap_hits += 1
+            state.inflight_cap_refused += 1
             state.failures += 1
-            self._columns.append(seq, intended_ns, NO_TIME, NO_TIME, 0, INFLIGHT_CAP_ERROR)
-            if self._window_latency is not None:
-                self._count_answer(0, INFLIGHT_CAP_ERROR)
+            self.records.columns.append(seq, intended_ns, NO_TIME, NO_TIME, 0, INFLIGHT_CAP_ERROR)
+            if self.window.latency is not None:
+                self.window.answered(0, INFLIGHT_CAP_ERROR)
             return
         if step.warmup:
             kind = WARMUP
@@ -312,8 +267,9 @@ class Engine:
         state.last_sent_ns = sent_ns
         lag_ns = sent_ns - intended_ns
         state.lags_ns.append(lag_ns)
-        self._window_lags_ns.append(lag_ns)
-        self._window_sent += 1
+        window = self.window
+        window.lags_ns.append(lag_ns)
+        window.sent += 1
         self.inflight += 1
         self._started.append(request)
         try:
@@ -334,11 +290,11 @@ class Engine:
             request.state.ok += 1
         else:
             request.state.failures += 1
-        if self._window_latency is not None:
+        if self.window.latency is not None:
             answered_ns = time.time_ns() if ack_ns is None else ack_ns
             latency_ms = (answered_ns - request.intended_ns) // 1_000_000
-            self._count_answer(latency_ms, None if ok else (error or f"HTTP {status}"))
-        self._columns.append(
+            self.window.answered(latency_ms, None if ok else (error or f"HTTP {status}"))
+        self.records.columns.append(
             request.seq,
             request.intended_ns,
             request.sent_ns,
@@ -348,13 +304,6 @@ class Engine:
         )
         if self.inflight == 0 and self._wake is not None:
             self._wake.set()
-
-    def _count_answer(self, latency_ms: int, error: str | None) -> None:
-        window = self._window_latency
-        assert window is not None
-        window[latency_ms] = window.get(latency_ms, 0) + 1
-        if error is not None:
-            self._window_errors[error] = self._window_errors.get(error, 0) + 1
 
     def _give_up(self, request: Request, error: str) -> None:
         self.transport.abandon(request)
@@ -373,14 +322,13 @@ class Engine:
         state.gc_collected = gc.collect()
         state.gc_ms = round((time.perf_counter() - started) * 1e3, 2)
         # Answers still out are counted in the run's final summary, not in this line.
-        self.emit(
-            {
-                "event": "step_end",
-                **state.summary(self.workers),
-                **self.transport.stats(),
-                "inflight_at_step_end": inflight_at_step_end,
-            }
-        )
+        line: StepEnd = {
+            "event": "step_end",
+            **state.summary(self.workers),
+            **self.transport.stats(),
+            "inflight_at_step_end": inflight_at_step_end,
+        }
+        self.emit(line)
 
     async def _wait_for_answers(self, until_ns: int) -> None:
         assert self._wake is not None
@@ -418,13 +366,12 @@ class Engine:
         while self.inflight and time.monotonic() < deadline and not self.force_stop:
             if not announced and time.monotonic() - started > 0.5:
                 announced = True  # only a slow drain is worth a line
-                self.emit(
-                    {
-                        "event": "draining",
-                        "inflight": self.inflight,
-                        "timeout_s": self.drain_timeout_s,
-                    }
-                )
+                line: Draining = {
+                    "event": "draining",
+                    "inflight": self.inflight,
+                    "timeout_s": self.drain_timeout_s,
+                }
+                self.emit(line)
             await asyncio.sleep(0.01)
         # Whatever is still unanswered is recorded now, as sent without an answer.
         error = f"no answer within the {self.drain_timeout_s:g} s drain timeout"
@@ -451,98 +398,31 @@ class Engine:
                     self.timed_out += 1
                     self._give_up(request, error)
 
-    async def _flush(self) -> None:
-        columns, self._columns = self._columns, SentColumns()
-        if not len(columns):
-            return
-        write = asyncio.get_running_loop().run_in_executor(None, self._write, columns)
-        self._writing = (write, columns)
-        try:
-            # Shielded: the flush loop is cancelled when the run ends, and cancelling a write
-            # whose job the writer thread has not started yet cancels the job, so its rows were
-            # never written (seen once in 17 fresh-clone suites: an interrupted run lost 200
-            # records). run() settles the write instead (_settle_write).
-            await asyncio.shield(write)
-        except Exception as exc:  # a cancel (not an Exception) leaves the write to run()
-            self._write_failed(columns, exc)
-        self._writing = None
+    def _warn(self, message: str) -> None:
+        self.emit(WarningLine(event="warning", message=message))
 
-    async def _settle_write(self) -> None:
-        """Wait for the write a cancelled flush left running; its rows stay if it fails."""
-        if self._writing is None:
-            return
-        write, columns = self._writing
-        self._writing = None
-        try:
-            await write
-        except Exception as exc:
-            self._write_failed(columns, exc)
-
-    def _write_failed(self, columns: SentColumns, exc: Exception) -> None:
-        self.flush_errors += 1
-        self._columns = _merged(columns, self._columns)
-        self.emit(
-            {"event": "warning", "message": f"writing sent records failed, will retry: {exc}"}
-        )
-
-    def _write(self, columns: SentColumns) -> None:  # on a worker thread
-        self.writer.write_batches([to_batch(columns, self.plan)])
-
-    async def _flush_forever(self) -> None:
+    async def _every(self, interval_s: float, action: Callable[[], Awaitable[None]]) -> None:
+        """`action` at fixed-rate ticks: a slow one does not stretch the interval."""
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
         while True:
-            next_tick += self.flush_interval_s
+            next_tick += interval_s
             await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            await self._flush()
+            await action()
 
-    async def _report_forever(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_tick = loop.time()
-        while True:
-            next_tick += 1.0
-            await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            # Answers keep coming after a step's last slot (its gap, the drain): every second.
-            self._emit_answers()
-            cursor = self._cursor
-            if cursor is None:
-                continue
-            state = cursor.state
-            lags, self._window_lags_ns = sorted(self._window_lags_ns), array("q")
-            window_sent, self._window_sent = self._window_sent, 0
-            self.emit(
-                {
-                    "event": "progress",
-                    "step": state.planned.number,
-                    "target_rate_per_s": state.planned.rate_per_s,
-                    "window_sent": window_sent * self.workers,
-                    "lag_p99_ms": _ms(percentile(lags, 0.99)),
-                    "sent": state.sent,
-                    "ok": state.ok,
-                    "failures": state.failures,
-                    "inflight": self.inflight,
-                    "inflight_cap_hits": state.cap_hits,
-                    "rows_written": self.writer.rows_written,
-                }
-            )
+    async def _report(self) -> None:
+        # Answers keep coming after a step's last slot (its gap, the drain): every second.
+        self._emit_answers()
+        if (cursor := self._cursor) is not None:
+            rows = self.writer.rows_written
+            self.emit(self.window.progress_line(cursor.state, self.workers, self.inflight, rows))
 
     def _emit_answers(self) -> None:
-        """With latency_histograms: the answers since the last such line, by whole ms from
-        their intended time, and the failures by error; nothing when there were none."""
-        if not self._window_latency:
-            return
-        counts, self._window_latency = self._window_latency, {}
-        errors, self._window_errors = self._window_errors, {}
-        self.emit(
-            {
-                "event": "answers",
-                "step": self.states[-1].planned.number if self.states else 0,
-                "latency_ms_counts": {str(ms): n for ms, n in sorted(counts.items())},
-                "errors": errors,
-            }
-        )
+        step = self.states[-1].planned.number if self.states else 0
+        if (line := self.window.answers_line(step)) is not None:
+            self.emit(line)
 
-    def summary(self) -> dict:
+    def summary(self) -> EngineSummary:
         steps = [state.summary(self.workers) for state in self.states]
         return {
             "start_ns": self.start_ns,
@@ -554,28 +434,12 @@ class Engine:
             "sent": sum(s["sent"] for s in steps),
             "ok": sum(s["ok"] for s in steps),
             "failures": sum(s["failures"] for s in steps),
-            "inflight_cap_hits": sum(s["inflight_cap_hits"] for s in steps),
+            "inflight_cap_refused": sum(s["inflight_cap_refused"] for s in steps),
             "unanswered_at_end": self.unanswered_at_end,
             "timed_out": self.timed_out,
             "precise_timer": self._precise_timer,
             **self.transport.stats(),
             "rows_written": self.writer.rows_written,
             "parts_written": self.writer.parts_written,
-            "flush_errors": self.flush_errors,
+            "flush_errors": self.records.flush_errors,
         }
-
-
-def _merged(first: SentColumns, second: SentColumns) -> SentColumns:
-    """A failed flush's rows back in front of those recorded since (kept for the next try)."""
-    merged = SentColumns()
-    for columns in (first, second):
-        for index in range(len(columns)):
-            merged.append(
-                columns.seq[index],
-                columns.intended_ns[index],
-                columns.sent_ns[index],
-                columns.ack_ns[index],
-                columns.status[index],
-                columns.errors.get(index),
-            )
-    return merged

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from contract.formulas import percentile
+from contract.lines import TransportStats
 from contract.records import DECOY_EVENT_TYPE, EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
 from loadgen.payload import PayloadBuilder
 from loadgen.request import Complete, Request
@@ -283,7 +284,7 @@ class HttpTransport:
         if conn.transport is not None:
             conn.transport.close()
 
-    def stats(self) -> dict:
+    def stats(self) -> TransportStats:
         connect_ms = sorted(self._connect_ms)
         return {
             "connections_open": len(self._open),

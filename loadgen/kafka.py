@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
+from contract.lines import TransportStats
 from contract.records import (
     DECOY_EVENT_TYPE,
     EVENT_ID_HEADER,
@@ -77,7 +78,7 @@ class KafkaTransport:
             self.producer = Producer(settings)
         except KafkaException as exc:
             raise ValueError(f"Kafka producer settings rejected: {exc}") from None
-        common = [
+        common: list[tuple[str, str | bytes | None]] = [
             ("ce_specversion", b"1.0"),
             ("ce_source", source.encode()),
             ("content-type", b"application/json"),
@@ -118,7 +119,7 @@ class KafkaTransport:
         if self._poller is None:  # a run that starts late skips prepare()
             self._poll()
         eid = request.event_id
-        headers = [
+        headers: list[tuple[str, str | bytes | None]] = [
             *self._headers[request.kind],
             ("ce_id", eid),
             (self._id_header, eid),
@@ -155,7 +156,7 @@ class KafkaTransport:
     def sweep(self) -> None:
         """Nothing to expire: librdkafka times out its own records (delivery.timeout.ms)."""
 
-    def stats(self) -> dict:
+    def stats(self) -> TransportStats:
         return {"producer_queue_full": self.queue_full, "producer_poll_yields": self.poll_yields}
 
     async def close(self) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from contract.lines import TransportStats
+
 if TYPE_CHECKING:
     from loadgen.engine import StepState
 
@@ -53,7 +55,7 @@ class Transport(Protocol):
         """Called ten times a second: expire what the transport itself waits on."""
         ...
 
-    def stats(self) -> dict:
+    def stats(self) -> TransportStats:
         """Transport counters for the step summaries (connections opened, waits, ...)."""
         ...
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from contract.lines import PlannedStepDoc
 from loadgen.pace import Step
 
 NS_PER_S = 1_000_000_000
@@ -33,6 +34,18 @@ class PlannedStep:
     @property
     def end_offset_ns(self) -> int:
         return self.start_offset_ns + self.duration_s * NS_PER_S
+
+
+def planned_step_doc(step: PlannedStep) -> PlannedStepDoc:
+    """The step as the sender's start line lists it."""
+    return {
+        "number": step.number,
+        "rate_per_s": step.rate_per_s,
+        "duration_s": step.duration_s,
+        "warmup": step.warmup,
+        "start_offset_ns": step.start_offset_ns,
+        "first_seq": step.first_seq,
+    }
 
 
 @dataclass(frozen=True)

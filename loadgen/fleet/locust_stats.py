@@ -15,6 +15,8 @@ import time
 
 from locust.stats import RequestStats, StatsEntry, StatsError, bucket_response_time
 
+from contract.lines import SenderAnswers
+
 METHOD = "POST"
 
 
@@ -31,16 +33,16 @@ def _log_many(entry: StatsEntry, latency_ms: int, count: int, content_length: in
     entry.total_content_length += content_length * count
 
 
-def feed(stats: RequestStats, name: str, answers: dict, content_length: int = 0) -> int:
+def feed(stats: RequestStats, name: str, answers: SenderAnswers, content_length: int = 0) -> int:
     """Log one `answers` line under `name`; returns how many were logged."""
     entry = stats.get(name, METHOD)
     logged = 0
-    for latency_text, count in answers.get("latency_ms_counts", {}).items():
+    for latency_text, count in answers["latency_ms_counts"].items():
         latency_ms = max(0, int(latency_text))  # a clock step could make one negative
         _log_many(entry, latency_ms, count, content_length)
         _log_many(stats.total, latency_ms, count, content_length)
         logged += count
-    for error, count in answers.get("errors", {}).items():
+    for error, count in answers["errors"].items():
         _errors_many(stats, name, error, count)
     return logged
 

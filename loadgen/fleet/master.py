@@ -27,6 +27,14 @@ from locust.env import Environment
 from locust.html import get_html_report
 from locust.runners import STATE_MISSING, MasterRunner
 
+from contract.lines import (
+    FleetError,
+    FleetListening,
+    FleetWorker,
+    SenderLine,
+    WarningLine,
+    parse_sender_line,
+)
 from loadgen.fleet import messages
 from loadgen.fleet.tally import Tally
 from loadgen.pace import parse_warmup, resolve_pace
@@ -52,8 +60,8 @@ class FleetOptions:
     locust_html: Path | None = None
 
 
-def _emit(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc) + "\n")
+def _emit(line: SenderLine) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
 
@@ -71,7 +79,12 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
     master.register_message(messages.EXIT, fleet.on_exit)
     gevent.signal_handler(signal.SIGINT, fleet.stop, "SIGINT")
     gevent.signal_handler(signal.SIGTERM, fleet.stop, "SIGTERM")
-    _emit({"event": "fleet_listening", "host": options.bind_host, "port": port})
+    listening: FleetListening = {
+        "event": "fleet_listening",
+        "host": options.bind_host,
+        "port": port,
+    }
+    _emit(listening)
     writer = writing = None
     try:
         if not fleet.wait_for_workers(options.workers, options.expect_timeout_s):
@@ -110,7 +123,11 @@ def _write_reports(env: Environment, options: FleetOptions, writer, writing) -> 
         ]:
             print(line, file=sys.stderr)
     except Exception as exc:
-        _emit({"event": "warning", "message": f"Locust's reports were not written: {exc!r}"})
+        warning: WarningLine = {
+            "event": "warning",
+            "message": f"Locust's reports were not written: {exc!r}",
+        }
+        _emit(warning)
 
 
 def _deadline_s(settings: SenderSettings) -> float:
@@ -141,13 +158,12 @@ class _Fleet:
         while len(self.ready) < count:
             if time.monotonic() > deadline or self.stop_reason:
                 ready = len(self.ready)
-                _emit(
-                    {
-                        "event": "error",
-                        "message": f"{ready} of {count} workers connected within "
-                        f"{timeout_s:g} s" + (f" ({self.stop_reason})" if self.stop_reason else ""),
-                    }
-                )
+                error: FleetError = {
+                    "event": "error",
+                    "message": f"{ready} of {count} workers connected within {timeout_s:g} s"
+                    + (f" ({self.stop_reason})" if self.stop_reason else ""),
+                }
+                _emit(error)
                 return False
             gevent.sleep(0.1)
         return True
@@ -166,7 +182,7 @@ class _Fleet:
                 latency_histograms=True,
             )
             plan: messages.Plan = {"index": index, "count": count, "argv": share.argv()}
-            self.master.send_message(messages.PLAN, plan, client_id=client_id)
+            self.master.send_message(messages.PLAN, dict(plan), client_id=client_id)
             self.planned_at[index] = time.monotonic()
 
     # what workers say (called in Locust's message greenlet: quick, never blocking) ---------
@@ -174,13 +190,18 @@ class _Fleet:
         self.ready.add(msg.node_id)
 
     def on_plan_ok(self, environment: Environment, msg) -> None:
-        self.acked.add(msg.data["index"])
+        ok: messages.PlanOk = msg.data
+        self.acked.add(ok["index"])
         # Where each worker's sender runs, so a supervisor on that host can sample it.
-        _emit({"event": "fleet_worker", **msg.data})
+        worker: FleetWorker = {"event": "fleet_worker", **ok}
+        _emit(worker)
 
     def on_line(self, environment: Environment, msg) -> None:
-        for doc in self.tally.line(msg.data["index"], msg.data["line"]):
-            _emit(doc)
+        forwarded: messages.Line = msg.data
+        line = parse_sender_line(forwarded["line"])
+        if line is not None:
+            for out in self.tally.line(forwarded["index"], line):
+                _emit(out)
 
     def on_exit(self, environment: Environment, msg) -> None:
         index, code = msg.data["index"], msg.data["code"]

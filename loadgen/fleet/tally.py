@@ -2,7 +2,7 @@
 
 Each worker runs an ordinary sender on its share of the slots (`--worker i --workers N`: every
 Nth slot, so the fleet's schedule stays evenly spaced) and forwards that sender's JSON lines.
-The master prints lines of the same types one sender prints (contract.documents), so
+The master prints lines of the same types one sender prints (contract.lines), so
 whoever follows a sender (`evbench run`, a person) follows a fleet the same way:
 
 - counts add up across workers (sent, ok, failures, rows written, connections, ...);
@@ -18,70 +18,72 @@ fleet's lines name it, every step it missed counts it, and the fleet does not wa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast, get_args, get_type_hints
 
-_SUMMED_STEP = ("scheduled", "sent", "ok", "failures", "inflight_cap_hits", "gc_collected")
-_SLOWEST_STEP = (
-    "lag_p50_ms",
-    "lag_p99_ms",
-    "lag_max_ms",
-    "wake_jitter_p99_ms",
-    "wake_jitter_max_ms",
-    "gc_ms",
+from contract.lines import (
+    SenderCounts,
+    SenderDone,
+    SenderLine,
+    SenderProgress,
+    SenderStart,
+    SenderStepSummary,
+    StepCounts,
+    StepEnd,
+    StepIdentity,
+    StepStart,
+    StepTimings,
+    TransportStats,
+    WarningLine,
+    parse_sender_summary,
 )
-_SUMMED_DONE = (
-    "sent",
-    "ok",
-    "failures",
-    "inflight_cap_hits",
-    "unanswered_at_end",
-    "timed_out",
-    "rows_written",
-    "parts_written",
-    "flush_errors",
-)
-# Transport stats (TransportStats): counts add up, a connect-time quantile takes the slowest.
-_TRANSPORT_SLOWEST = ("connect_ms_p99",)
+
+# How each key combines across workers, read from the types (contract.lines).
+_SAME_STEP = tuple(StepIdentity.__annotations__)
+_SUMMED_STEP = tuple(StepCounts.__annotations__)
+_SLOWEST_STEP = tuple(StepTimings.__annotations__)
+_SUMMED_DONE = tuple(SenderCounts.__annotations__)
+# Transport stats: counts add up, a quantile (a float) takes the slowest.
+_TRANSPORT = get_type_hints(TransportStats)
+_TRANSPORT_SLOWEST = frozenset(key for key, hint in _TRANSPORT.items() if float in get_args(hint))
 
 
-def _sum(docs: Iterable[dict], key: str) -> Any:
+def _sum(docs: Iterable[Mapping[str, Any]], key: str) -> Any:
     values = [d[key] for d in docs if d.get(key) is not None]
     return sum(values) if values else None
 
 
-def _slowest(docs: Iterable[dict], key: str) -> Any:
+def _slowest(docs: Iterable[Mapping[str, Any]], key: str) -> Any:
     values = [d[key] for d in docs if d.get(key) is not None]
     return max(values) if values else None
 
 
-def _transport(docs: list[dict], known: set[str]) -> dict:
-    """The transport's counters (TransportStats): every other numeric key of the lines."""
-    keys = sorted({k for d in docs for k, v in d.items() if _number(v)} - known)
-    return {k: (_slowest if k in _TRANSPORT_SLOWEST else _sum)(docs, k) for k in keys}
+def _transport(docs: Sequence[Mapping[str, Any]]) -> TransportStats:
+    """The transport's counters (TransportStats) that any of the lines has."""
+    keys = [key for key in _TRANSPORT if any(key in d for d in docs)]
+    return cast(
+        TransportStats,
+        {k: (_slowest if k in _TRANSPORT_SLOWEST else _sum)(docs, k) for k in keys},
+    )
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _warning(message: str) -> WarningLine:
+    return {"event": "warning", "message": message}
 
 
-def merged_step(steps: list[dict], workers: int) -> dict:
+def merged_step(steps: Sequence[SenderStepSummary], workers: int) -> SenderStepSummary:
     """One step as the fleet saw it, from its workers' step summaries (SenderStepSummary, with
     a step_end's transport stats)."""
-    first = steps[0]
-    out = {
-        "step": first["step"],
-        "warmup": first["warmup"],
-        "target_rate_per_s": first["target_rate_per_s"],
-        "duration_s": first["duration_s"],
-        "worker_target_rate_per_s": first["worker_target_rate_per_s"],
+    first: Mapping[str, Any] = steps[0]
+    merged = {
+        **{key: first[key] for key in _SAME_STEP},
         **{key: _sum(steps, key) for key in _SUMMED_STEP},
         # Each worker's is its own share scaled to the pace; a missing worker counts as 0.
         "achieved_send_rate_per_s": sum(s["achieved_send_rate_per_s"] for s in steps) / workers,
         **{key: _slowest(steps, key) for key in _SLOWEST_STEP},
     }
-    return out
+    return cast(SenderStepSummary, merged)
 
 
 @dataclass
@@ -90,49 +92,49 @@ class Tally:
 
     workers: int
     pid: int
-    started: dict[int, dict] = field(default_factory=dict)
-    step_ends: dict[int, dict[int, dict]] = field(default_factory=dict)  # step -> index -> line
+    started: dict[int, SenderStart] = field(default_factory=dict)
+    # step -> index -> its step_end (or, collected, its done line's step summary)
+    step_ends: dict[int, dict[int, SenderStepSummary]] = field(default_factory=dict)
     steps_announced: set[int] = field(default_factory=set)
     steps_ended: set[int] = field(default_factory=set)
-    progress: dict[int, dict] = field(default_factory=dict)
-    done: dict[int, dict] = field(default_factory=dict)
+    progress: dict[int, SenderProgress] = field(default_factory=dict)
+    done: dict[int, SenderDone] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
     start_sent: bool = False
     done_sent: bool = False
 
     # what the workers say ----------------------------------------------------------------
-    def line(self, index: int, doc: dict) -> list[dict]:
-        kind = doc.get("event")
+    def line(self, index: int, line: SenderLine) -> list[SenderLine]:
         if index in self.failed:
             return []  # a worker marked failed stays failed; its late lines change nothing
-        if kind == "start":
-            self.started[index] = doc
-        elif kind == "step_start":
-            return self._step_start(doc)
-        elif kind == "progress":
-            self.progress[index] = doc
+        if line["event"] == "start":
+            self.started[index] = line
+        elif line["event"] == "step_start":
+            return self._step_start(line)
+        elif line["event"] == "progress":
+            self.progress[index] = line
             return []
-        elif kind == "step_end":
-            self.step_ends.setdefault(doc["step"], {})[index] = doc
-        elif kind == "done":
-            self.done[index] = doc
+        elif line["event"] == "step_end":
+            self.step_ends.setdefault(line["step"], {})[index] = line
+        elif line["event"] == "done":
+            self.done[index] = line
             self.progress.pop(index, None)
-        elif kind == "draining":
-            text = f"waiting up to {doc['timeout_s']:g} s for {doc['inflight']} in-flight answers"
-            return [{"event": "warning", "message": f"worker {index}: {text}"}]
-        elif kind in ("warning", "output"):
-            text = doc.get("message") or doc.get("text") or f"{kind}: {doc}"
-            return [{"event": "warning", "message": f"worker {index}: {text}"}]
+        elif line["event"] == "draining":
+            text = f"waiting up to {line['timeout_s']:g} s for {line['inflight']} in-flight answers"
+            return [_warning(f"worker {index}: {text}")]
+        elif line["event"] == "warning":
+            return [_warning(f"worker {index}: {line['message']}")]
+        elif line["event"] == "output":
+            return [_warning(f"worker {index}: {line['text']}")]
         return self._due()
 
-    def fail(self, index: int, reason: str) -> list[dict]:
+    def fail(self, index: int, reason: str) -> list[SenderLine]:
         """Mark a worker failed (died, missing, no plan): the fleet goes on without it."""
         if index in self.failed or index in self.done:
             return []
         self.failed[index] = reason
         self.progress.pop(index, None)
-        warning = {"event": "warning", "message": f"worker {index} failed: {reason}"}
-        return [warning, *self._due()]
+        return [_warning(f"worker {index} failed: {reason}"), *self._due()]
 
     @property
     def finished(self) -> bool:
@@ -142,14 +144,14 @@ class Tally:
     def _live(self) -> list[int]:
         return [i for i in range(self.workers) if i not in self.failed]
 
-    def _step_start(self, doc: dict) -> list[dict]:
-        if doc["step"] in self.steps_announced:
+    def _step_start(self, line: StepStart) -> list[SenderLine]:
+        if line["step"] in self.steps_announced:
             return []
-        self.steps_announced.add(doc["step"])
-        return [doc]  # the same instant and rate for every worker
+        self.steps_announced.add(line["step"])
+        return [line]  # the same instant and rate for every worker
 
-    def _due(self) -> list[dict]:
-        out = []
+    def _due(self) -> list[SenderLine]:
+        out: list[SenderLine] = []
         live = self._live()
         if not self.start_sent and live and all(i in self.started for i in live):
             self.start_sent = True
@@ -171,7 +173,7 @@ class Tally:
     def _failed_doc(self) -> dict[str, str]:
         return {str(i): reason for i, reason in sorted(self.failed.items())}
 
-    def _start_line(self) -> dict:
+    def _start_line(self) -> SenderStart:
         starts = [self.started[i] for i in sorted(self.started)]
         first = starts[0]
         return {
@@ -187,18 +189,21 @@ class Tally:
             "clocks": {str(i): s["clock"] for i, s in self.started.items() if "clock" in s},
         }
 
-    def _step_end_line(self, step: int) -> dict:
-        ends = [self.step_ends[step][i] for i in sorted(self.step_ends[step])]
+    def _ends(self, step: int) -> list[SenderStepSummary]:
+        return [self.step_ends[step][i] for i in sorted(self.step_ends[step])]
+
+    def _step_end_line(self, step: int) -> StepEnd:
+        ends = self._ends(step)
         return {
             "event": "step_end",
             **merged_step(ends, self.workers),
-            **_transport(ends, set(_STEP_END_KEYS)),
-            "inflight_at_step_end": _sum(ends, "inflight_at_step_end"),
+            **_transport(ends),
+            "inflight_at_step_end": _sum(ends, "inflight_at_step_end") or 0,
             "workers_reported": len(ends),
             "failed_workers": self._failed_doc(),
         }
 
-    def progress_line(self) -> dict | None:
+    def progress_line(self) -> SenderProgress | None:
         """The fleet's progress now (the master prints one a second): sums of each worker's
         latest window, and which worker lags most."""
         # Each worker's window once: between steps and in the drain nothing new is printed.
@@ -206,7 +211,7 @@ class Tally:
         self.progress = {}
         if not docs:
             return None
-        lags = {i: d["lag_p99_ms"] for i, d in docs.items() if d.get("lag_p99_ms") is not None}
+        lags = {i: lag for i, d in docs.items() if (lag := d["lag_p99_ms"]) is not None}
         slowest = max(lags, key=lags.__getitem__) if lags else None
         newest_step = max(d["step"] for d in docs.values())
         current = [d for d in docs.values() if d["step"] == newest_step]
@@ -221,23 +226,24 @@ class Tally:
             "ok": sum(d["ok"] for d in current),
             "failures": sum(d["failures"] for d in current),
             "inflight": sum(d["inflight"] for d in docs.values()),
-            "inflight_cap_hits": sum(d["inflight_cap_hits"] for d in current),
+            "inflight_cap_refused": sum(d["inflight_cap_refused"] for d in current),
             "rows_written": sum(d["rows_written"] for d in docs.values()),
             "workers_reporting": len(docs),
             "slowest_worker": slowest,
             "failed_workers": self._failed_doc(),
         }
 
-    def _done_line(self) -> dict:
+    def _done_line(self) -> SenderDone:
         dones = [self.done[i] for i in sorted(self.done)]
         # With every worker failed before its end, what they announced at the start stands in.
-        first = dones[0] if dones else next(iter(self.started.values()), {})
-        reasons = [d["stop_reason"] for d in dones if d.get("stop_reason")]
+        first: Mapping[str, Any] = dones[0] if dones else next(iter(self.started.values()), {})
+        reasons = [reason for d in dones if (reason := d["stop_reason"])]
         if self.failed:
             reasons.append(
                 "worker(s) failed: "
                 + "; ".join(f"{i}: {why}" for i, why in sorted(self.failed.items()))
             )
+        counts = cast(SenderCounts, {key: _sum(dones, key) or 0 for key in _SUMMED_DONE})
         return {
             "event": "done",
             "start_ns": first.get("start_ns"),
@@ -245,61 +251,32 @@ class Tally:
             "workers": self.workers,
             "interrupted": any(d["interrupted"] for d in dones) or bool(self.failed),
             "stop_reason": "; ".join(reasons) or None,
-            "steps": [self._step_summary(step) for step in sorted(self.steps_ended)],
-            **{key: _sum(dones, key) or 0 for key in _SUMMED_DONE},
-            "precise_timer": all(d.get("precise_timer") for d in dones) if dones else None,
-            **_transport(dones, set(_DONE_KEYS)),
+            "steps": [
+                merged_step(self._ends(step), self.workers) for step in sorted(self.steps_ended)
+            ],
+            **counts,
+            "precise_timer": all(d["precise_timer"] for d in dones) if dones else None,
+            **_transport(dones),
             "run_tag": first.get("run_tag"),
             "wall_s": max((d["wall_s"] for d in dones), default=0.0),
             "clocks": {str(i): d["clock"] for i, d in self.done.items() if "clock" in d},
             "failed_workers": self._failed_doc(),
         }
 
-    def _step_summary(self, step: int) -> dict:
-        ends = [self.step_ends[step][i] for i in sorted(self.step_ends[step])]
-        return merged_step(ends, self.workers)
 
-
-# Keys of the sender's own lines that are not transport stats.
-_STEP_END_KEYS = (
-    "event",
-    "step",
-    "warmup",
-    "target_rate_per_s",
-    "duration_s",
-    "worker_target_rate_per_s",
-    "achieved_send_rate_per_s",
-    "inflight_at_step_end",
-    *_SUMMED_STEP,
-    *_SLOWEST_STEP,
-)
-_DONE_KEYS = (
-    "event",
-    "start_ns",
-    "worker",
-    "workers",
-    "interrupted",
-    "stop_reason",
-    "steps",
-    "precise_timer",
-    "run_tag",
-    "wall_s",
-    "clock",
-    *_SUMMED_DONE,
-)
-
-
-def merged_done(dones: list[dict]) -> dict:
-    """A fleet's done line from its workers' done lines alone (records collected from a
-    cluster, where no master tallied them); a worker whose line is missing counts as failed."""
-    workers = max(d["workers"] for d in dones)
+def merged_done(records: Sequence[Mapping[str, Any]]) -> SenderDone:
+    """A fleet's done line from its workers' summaries alone (their `_sender-w<i>.json`,
+    collected from a cluster, where no master tallied them); a worker whose summary is missing
+    counts as failed."""
+    summaries = [parse_sender_summary(record) for record in records]
+    workers = max(s["workers"] for s in summaries)
     tally = Tally(workers, pid=0)
-    # What a sender writes beside its done line for `evbench collect`, not part of it.
-    dones = [{k: v for k, v in d.items() if k not in ("host", "argv")} for d in dones]
-    for doc in dones:
-        index = doc["worker"]
-        tally.done[index] = doc
-        for step in doc["steps"]:
+    for summary in summaries:
+        index = summary["worker"]
+        # What a sender writes beside its summary for `evbench collect` is not part of it.
+        done = {k: v for k, v in summary.items() if k not in ("host", "argv")}
+        tally.done[index] = cast(SenderDone, {"event": "done", **done})
+        for step in summary["steps"]:
             tally.step_ends.setdefault(step["step"], {})[index] = step
     tally.steps_ended = set(tally.step_ends)
     for index in range(workers):

@@ -21,6 +21,7 @@ from pathlib import Path
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from contract.lines import parse_sender_line
 from contract.procs import Child
 from loadgen.fleet import messages
 from loadgen.fleet.locust_stats import feed
@@ -74,25 +75,26 @@ class _Worker:
             "pid": self.sender.pid,
             "host": socket.gethostname(),
         }
-        self.runner.send_message(messages.PLAN_OK, ok)
+        self.runner.send_message(messages.PLAN_OK, dict(ok))
         self._forward(self.sender, self.index)
 
     def _forward(self, sender: Child, index: int) -> None:
         """Every line of the sender to the master; its latency counts into Locust's stats."""
         while (doc := sender.lines.get()) is not None:
-            if doc.get("event") == "answers":  # for Locust's statistics, not for the master
-                feed(self.env.stats, f"step {doc['step']}", doc)
+            parsed = parse_sender_line(doc)
+            if parsed is not None and parsed["event"] == "answers":
+                feed(self.env.stats, f"step {parsed['step']}", parsed)  # not for the master
                 continue
-            if doc.get("event") == "done":
+            if parsed is not None and parsed["event"] == "done":
                 # Locust's last statistics reach the master before the done line does (one
                 # connection, in order), so the fleet's reports have every answer.
                 self.runner._send_stats()
             line: messages.Line = {"index": index, "line": doc}
-            self.runner.send_message(messages.LINE, line)
+            self.runner.send_message(messages.LINE, dict(line))
         code = sender.wait()
         self.exit_code = 0 if code in (0, 130) else 1
         gone: messages.Exit = {"index": index, "code": code}
-        self.runner.send_message(messages.EXIT, gone)
+        self.runner.send_message(messages.EXIT, dict(gone))
 
     def on_stop(self, environment: Environment, msg) -> None:
         if self.sender is not None:

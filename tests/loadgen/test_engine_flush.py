@@ -42,17 +42,17 @@ def test_a_flush_cancelled_before_its_write_started_still_writes_every_row(tmp_p
         gate = threading.Event()
         busy = loop.run_in_executor(None, gate.wait)  # the only writer thread is taken
         for seq in range(5):
-            engine._columns.append(seq, 1_000 + seq, 2_000 + seq, 3_000 + seq, 202, None)
-        flush = asyncio.create_task(engine._flush())
+            engine.records.columns.append(seq, 1_000 + seq, 2_000 + seq, 3_000 + seq, 202, None)
+        flush = asyncio.create_task(engine.records.flush())
         await asyncio.sleep(0)  # the flush has queued its write behind the busy thread
         flush.cancel()
         await asyncio.gather(flush, return_exceptions=True)
         gate.set()
         await busy
-        await engine._settle_write()  # what run() does after cancelling its background tasks
-        await engine._flush()
+        await engine.records.settle()  # what run() does after cancelling its background tasks
+        await engine.records.flush()
 
     asyncio.run(end_of_run_during_a_flush())
     rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
     assert sorted(r["seq"] for r in rows) == [0, 1, 2, 3, 4]
-    assert engine.flush_errors == 0
+    assert engine.records.flush_errors == 0

@@ -3,7 +3,8 @@ prints) out. Pure."""
 
 import pytest
 
-from contract.documents import SenderDone, SenderProgress, SenderStart, StepEnd, problems
+from contract.documents import problems
+from contract.lines import SenderDone, SenderProgress, SenderStart, StepEnd, parse_sender_line
 from loadgen.fleet.tally import Tally, merged_done
 
 RATE = 1000
@@ -18,7 +19,16 @@ def start(index, max_inflight=100):
         "pace": "p",
         "spec": "1000:2",
         "max_inflight": max_inflight,
-        "steps": [{"number": 1}],
+        "steps": [
+            {
+                "number": 1,
+                "rate_per_s": RATE,
+                "duration_s": 2,
+                "warmup": False,
+                "start_offset_ns": 0,
+                "first_seq": 0,
+            }
+        ],
     }
 
 
@@ -33,7 +43,7 @@ def step(index, sent, achieved, lag_p99, workers=2, number=1):
         "sent": sent,
         "ok": sent - 1,
         "failures": 1,
-        "inflight_cap_hits": 0,
+        "inflight_cap_refused": 0,
         "achieved_send_rate_per_s": achieved,
         "lag_p50_ms": lag_p99 / 10,
         "lag_p99_ms": lag_p99,
@@ -67,7 +77,7 @@ def done(index, steps, interrupted=False):
         "sent": sum(s["sent"] for s in steps),
         "ok": sum(s["ok"] for s in steps),
         "failures": sum(s["failures"] for s in steps),
-        "inflight_cap_hits": 0,
+        "inflight_cap_refused": 0,
         "unanswered_at_end": 0,
         "timed_out": 0,
         "precise_timer": True,
@@ -83,7 +93,9 @@ def done(index, steps, interrupted=False):
 def feed(tally, lines):
     out = []
     for index, doc in lines:
-        out += tally.line(index, doc)
+        line = parse_sender_line(doc)
+        assert line is not None
+        out += tally.line(index, line)
     return out
 
 
@@ -169,7 +181,7 @@ def test_progress_sums_windows_and_names_the_slowest_worker():
                 "ok": 500,
                 "failures": 0,
                 "inflight": 3,
-                "inflight_cap_hits": 0,
+                "inflight_cap_refused": 0,
                 "rows_written": 400,
             },
         )

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from contract.documents import (
+from contract.documents import problems
+from contract.lines import (
     SenderAnswers,
     SenderDone,
     SenderProgress,
     SenderStart,
     StepEnd,
     StepStart,
-    problems,
 )
 from contract.parquet import read_parts
 from contract.procs import Child
@@ -80,7 +80,7 @@ def test_stuck_target_cannot_slow_the_pace(tmp_path):
     assert len(rows) == 400  # every slot is recorded, answered or not
     sent = [r for r in rows if r["sent_ns"] is not None]
     capped = [r for r in rows if r["error"] == INFLIGHT_CAP_ERROR]
-    assert len(sent) == 50 and len(capped) == 350 == done["inflight_cap_hits"]
+    assert len(sent) == 50 and len(capped) == 350 == done["inflight_cap_refused"]
     assert all("drain timeout" in r["error"] and r["ack_ns"] is None for r in sent)
     # Open loop: connects on the pacer's path pushed every later slot back (lag climbing to
     # 261 ms, median 144 ms, in the gevent sender); a one-off stall of a busy machine moves the

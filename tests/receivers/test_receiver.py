@@ -9,7 +9,8 @@ import time
 import httpx
 import pytest
 
-from contract.documents import Listening, Stopped, problems
+from contract.documents import problems
+from contract.lines import Listening, ReceiverStopped
 from contract.parquet import read_parts
 from contract.procs import Child
 from contract.records import RECEIVED_FIELDS
@@ -173,4 +174,4 @@ def test_the_receivers_lines_are_their_documented_types(tmp_path):
     last = None
     while (doc := child.next_line(5)) is not None:
         last = doc
-    assert last is not None and problems(last, Stopped) == []
+    assert last is not None and problems(last, ReceiverStopped) == []
