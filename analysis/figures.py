@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from contract.documents import SearchProbeDoc, StepSummaryDoc
+from contract.units import NS_PER_S
 
 VERDICT_COLOURS = {
     "holds": "rgba(46, 160, 67, 0.08)",
@@ -143,7 +144,7 @@ def latency_points(points: list[dict], title: str) -> go.Figure:
         # numpy arrays: Plotly embeds them as typed arrays, far smaller and faster than lists
         figure.add_trace(
             go.Scattergl(
-                x=np.fromiter(((p["t_ns"] - start) / 1e9 for p in shown), float, len(shown)),
+                x=np.fromiter(((p["t_ns"] - start) / NS_PER_S for p in shown), float, len(shown)),
                 y=np.fromiter((p[column] for p in shown), float, len(shown)),
                 mode="markers",
                 name=name,
@@ -257,7 +258,7 @@ def resource_samples(
         by_process.setdefault(row["process"], []).append(row)
     for number, (name, samples) in enumerate(sorted(by_process.items())):
         samples.sort(key=lambda r: r["t_ns"])
-        x = np.array([(r["t_ns"] - start_ns) / 1e9 for r in samples])
+        x = np.array([(r["t_ns"] - start_ns) / NS_PER_S for r in samples])
         colour = PROCESS_COLOURS[number % len(PROCESS_COLOURS)]
         common = {"x": x, "mode": "lines", "legendgroup": name, "line": {"color": colour}}
         figure.add_trace(
@@ -277,7 +278,7 @@ def resource_samples(
         times = sorted(totals)
         figure.add_trace(
             go.Scatter(
-                x=np.array([(t - start_ns) / 1e9 for t in times]),
+                x=np.array([(t - start_ns) / NS_PER_S for t in times]),
                 y=np.array([totals[t] for t in times]),
                 name="consumer lag",
                 mode="lines+markers",

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 from analysis.load import load_records
 from analysis.memory import memory_figures
 from contract.records import MEMORY_SAMPLE_FIELDS
+from contract.units import NS_PER_S
 
-NS_PER_S = 1_000_000_000
 SERIES_COLUMNS = (
     "rss_bytes",
     "uss_bytes",

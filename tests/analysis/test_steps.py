@@ -92,3 +92,10 @@ def test_a_null_where_the_record_contract_has_none_is_named():
     context = StepContext({"s0": T0}, {"s0": S}, "/nonexistent")
     with pytest.raises(ValueError, match="null status"):
         aggregate_step(table, context=context)
+
+
+def test_the_totals_crossing_back_from_spark_are_the_step_rules():
+    from analysis.steprule import StepTotals
+    from analysis.steps import TOTALS_ARROW
+
+    assert [f.name for f in TOTALS_ARROW] == list(StepTotals.__annotations__)

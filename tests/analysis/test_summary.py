@@ -1,0 +1,227 @@
+"""summary.json from what the chain found, without Spark (analysis.summary): tables of cases."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.digests import digest_of, top_values
+from analysis.inputs import AnalyzeOptions, SutInputs
+from analysis.steprule import StepTails, StepTotals
+from analysis.summary import (
+    SutFindings,
+    _run_verdict,
+    headline,
+    step_row,
+    strict_json,
+    summary,
+)
+from analysis.verdicts import Thresholds, Verdict
+from contract.documents import SummaryDoc, problems
+
+S = 1_000_000_000
+T0 = 1_750_000_000 * S
+
+
+def _totals(step=1, rate=100, seconds=10, **changes) -> StepTotals:
+    scheduled = rate * seconds
+    totals: StepTotals = {
+        "step": step,
+        "target_rate_per_s": rate,
+        "scheduled": scheduled,
+        "sent": scheduled,
+        "inflight_cap_refused": 0,
+        "acked": scheduled,
+        "send_failures": 0,
+        "lost": 0,
+        "delivered": scheduled,
+        "duplicates": 0,
+        "decoys": 0,
+        "filtered": 0,
+        "leaked": 0,
+        "start_ns": T0,
+        "last_intended_ns": T0 + (scheduled - 1) * S // rate,
+        "last_sent_ns": T0 + (scheduled - 1) * S // rate,
+        "first_received_ns": T0,
+        "last_received_ns": T0 + seconds * S,
+        "negative_e2e": 0,
+    }
+    totals.update(changes)  # type: ignore[typeddict-item]
+    return totals
+
+
+def _sketch(values_ms):
+    values = np.asarray(values_ms, dtype=float)
+    return digest_of(values), top_values(values)
+
+
+def _run(**changes):
+    run = {
+        "run_id": "run-1",
+        "sut": "direct",
+        "status": "completed",
+        "pace": {
+            "name": "p",
+            "spec": "100/s@10s",
+            "steps": [{"rate_per_s": 100, "duration_s": 10}],
+        },
+        "schedule": {"start_ns": T0, "step_gap_s": 0},
+        "payload_bytes": 8192,
+    }
+    return {**run, **changes}
+
+
+def _inputs(run) -> SutInputs:
+    return SutInputs(Path("x"), run, T0, "run.json", (Path("a.parquet"),), (Path("b.parquet"),))
+
+
+def _findings(totals, e2e_ms=2.0, foreign=0) -> SutFindings:
+    sketches = {}
+    points = []
+    for t in totals:
+        n = t["delivered"]
+        if n:
+            sketches[("e2e", t["step"])] = _sketch(np.full(n, e2e_ms))
+            points += [{"step": t["step"], "second": s, "p50_ms": e2e_ms} for s in range(10)]
+        sketches[("sender_lag", t["step"])] = _sketch(np.full(t["sent"], 0.1))
+    return SutFindings(totals, foreign, sketches, points)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        # the slots the cap refused were handled at their own time: the pace was kept
+        ({"sent": 900, "inflight_cap_refused": 100, "send_failures": 100}, "breaks"),
+        ({"lost": 5}, "breaks"),
+        ({"lost": 1}, "holds"),
+        # decoys are expected to be filtered: delivering the rest is keeping up
+        ({"decoys": 100, "filtered": 100, "delivered": 900}, "holds"),
+        ({"decoys": 100, "filtered": 100, "delivered": 850}, "breaks"),
+        ({"sent": 800, "last_sent_ns": T0 + 10 * S}, "sender-limited"),
+        ({"rate": 5}, "insufficient-data"),  # 50 events
+    ],
+)
+def test_a_step_row_is_judged_by_the_step_rule(changes, expected):
+    total = _totals(**changes)
+    found = _findings([total])
+    tails = StepTails(
+        e2e=_tail(found, "e2e"),
+        sender_lag=_tail(found, "sender_lag"),
+        e2e_medians=[(float(s), 2.0) for s in range(10)],
+    )
+    row, verdict = step_row(total, 10, tails, Thresholds(), None)
+    assert verdict.verdict == expected == row["verdict"], verdict.reasons
+    assert row["inflight_cap_refused"] == total["inflight_cap_refused"]
+    assert row["delivered_rate_per_s"] == round((total["delivered"] - total["leaked"]) / 10, 2)
+
+
+def _tail(found, metric):
+    from analysis.summary import _tail as tail
+
+    return tail(found.sketches, metric, 1)
+
+
+def _verdict(kind, rate, step=1):
+    return Verdict(step, rate, kind)
+
+
+@pytest.mark.parametrize(
+    ("run", "verdicts", "failures", "expected"),
+    [
+        (
+            _run(),
+            [_verdict("holds", 100), _verdict("breaks", 200, 2)],
+            (),
+            (200, 100, "breaks at 200/s; max sustainable 100/s"),
+        ),
+        (_run(), [_verdict("holds", 100)], (), (None, 100, "held every judged step")),
+        (
+            _run(),
+            [_verdict("breaks", 100)],
+            ("the sender died",),
+            (None, None, "instrument failed: the sender died"),
+        ),
+        (
+            _run(search={"result": {"max_sustainable_per_s": 300, "lowest_break_per_s": 400}}),
+            [_verdict("breaks", 100)],
+            (),
+            (400, 300, "searched: max sustainable 300/s (held 300/s, broke 400/s)"),
+        ),
+        (
+            _run(status="interrupted", search={"result": None}),
+            [_verdict("holds", 100)],
+            (),
+            (None, None, "searched: the search did not finish (interrupted)"),
+        ),
+    ],
+)
+def test_the_runs_verdict(run, verdicts, failures, expected):
+    point, sustainable, text = _run_verdict(run, verdicts, failures)
+    assert (point, sustainable) == expected[:2]
+    assert text.startswith(expected[2]), text
+
+
+def test_a_summary_from_findings_is_a_summary_doc():
+    steps = [_totals(), _totals(step=2, rate=200, lost=50, start_ns=T0 + 12 * S)]
+    doc = summary(_inputs(_run()), AnalyzeOptions(), _findings(steps, foreign=3), ({}, {}))
+    assert problems(doc, SummaryDoc) == []
+    assert (doc["breaking_point_per_s"], doc["max_sustainable_rate_per_s"]) == (200, 100)
+    assert doc["counts"]["lost"] == 50 and doc["counts"]["foreign"] == 3
+    assert [s["verdict"] for s in doc["steps"]] == ["holds", "breaks"]
+    assert doc["latency_ms"]["e2e"]["n"] == 1000 + 2000
+    assert "search" not in doc and doc["clock"]["applied"] is False
+
+
+def test_nothing_received_although_acked_is_an_instrument_failure():
+    steps = [_totals(delivered=0, lost=1000)]
+    doc = summary(_inputs(_run()), AnalyzeOptions(), _findings(steps), ({}, {}))
+    assert doc["verdict"].startswith("instrument failed: nothing received although 1000")
+    assert doc["breaking_point_per_s"] is None
+    assert doc["steps"][0]["verdict"] == "instrument-failed"
+
+
+def _summary_doc(e2e, counts) -> dict:
+    return {"sut": "kafka", "verdict": "held", "latency_ms": {"e2e": e2e}, "counts": counts}
+
+
+COUNTS = {
+    "sent": 10,
+    "send_failures": 1,
+    "lost": 2,
+    "duplicates": 3,
+    "foreign": 4,
+    "decoys": 0,
+    "filtered": 0,
+}
+
+
+@pytest.mark.parametrize(
+    ("e2e", "counts", "line"),
+    [
+        (
+            {"p9999": 5.0, "n": 10, "p9999_is_max": True},
+            COUNTS,
+            "kafka: held; e2e max 5.0 ms (n=10); sent 10, send failures 1, lost 2, "
+            "duplicates 3, foreign 4",
+        ),
+        (
+            {"p9999": 5.0, "n": 20_000, "p9999_is_max": False},
+            {**COUNTS, "decoys": 6, "filtered": 5},
+            "kafka: held; e2e P99.99 5.0 ms (n=20000); sent 10, send failures 1, lost 2, "
+            "duplicates 3, foreign 4, decoys filtered 5 of 6",
+        ),
+    ],
+)
+def test_the_headline(e2e, counts, line):
+    assert headline(_summary_doc(e2e, counts)) == line
+
+
+@pytest.mark.parametrize(
+    ("doc", "text"),
+    [
+        ({"p99": float("nan")}, '{\n  "p99": null\n}'),
+        ({"a": [float("inf"), 1.5]}, '{\n  "a": [\n    null,\n    1.5\n  ]\n}'),
+    ],
+)
+def test_strict_json_writes_what_every_parser_reads(doc, text):
+    assert strict_json(doc) == text
