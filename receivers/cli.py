@@ -18,6 +18,7 @@ import uvloop
 from contract.argtypes import port_number, signed_milliseconds
 from contract.errors import EvbenchError
 from contract.layout import safe_component
+from contract.lines import Listening, ReceiverLine, ReceiverStats, ReceiverStopped
 from contract.procs import raise_fd_limit
 from receivers.limits import Limits, add_limit_arguments, limits_from
 
@@ -70,7 +71,7 @@ def _connection_cap(limits: Limits) -> Limits:
     return replace(limits, max_connections=max(1, min(limits.max_connections, soft - _SPARE_FDS)))
 
 
-async def serve(args: argparse.Namespace) -> dict:
+async def serve(args: argparse.Namespace) -> ReceiverStats:
     # Here, not at the top: `evbench --help` builds this module's flags without the receiver.
     from receivers.server import Receiver
 
@@ -89,28 +90,27 @@ async def serve(args: argparse.Namespace) -> dict:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    _emit(
-        {
-            "event": "listening",
-            "host": receiver.host,
-            "port": receiver.port,
-            "out": str(args.out),
-            "limits": asdict(limits),
-            "clock_shift_ns": receiver.clock_shift_ns,
-        }
-    )
+    listening: Listening = {
+        "event": "listening",
+        "host": receiver.host,
+        "port": receiver.port,
+        "out": str(args.out),
+        "limits": asdict(limits),
+        "clock_shift_ns": receiver.clock_shift_ns,
+    }
+    _emit(listening)
     await stop.wait()
     await receiver.close()
-    return asdict(receiver.stats)
+    return receiver.stats.doc()
 
 
-def _emit(doc: dict) -> None:
-    print(json.dumps(doc), flush=True)
+def _emit(line: ReceiverLine) -> None:
+    print(json.dumps(line), flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
     stats = uvloop.run(serve(args))
-    _emit({"event": "stopped", "stats": stats})
+    _emit(ReceiverStopped(event="stopped", stats=stats))
     # Records left in memory are lost: the supervisor must not take this run as complete.
     return 1 if stats["unwritten_rows"] else 0
 

@@ -12,87 +12,69 @@ refused with the status that says why (see `receivers.limits`) and counted in /s
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import httptools
-
-from contract import recordshare
-from contract.parquet import PartWriter, slices
-from contract.records import EVENT_ID_HEADER, RECEIVED_FIELDS
-from receivers.identify import InvalidId, Malformed, identify
+from contract.lines import ReceiverStats
+from contract.parquet import PartWriter, Row, slices
+from contract.records import RECEIVED_FIELDS
+from receivers.connection import Connection
+from receivers.identify import identify
 from receivers.limits import Limits
 
-_ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
-_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_USAGE = b"POST events to any path; GET /healthz, /stats, /clock, /records\n"
 _SWEEP_INTERVAL_S = 0.5
-_CLOSE_GRACE_S = 2.0
-
-# Request headers the receiver keeps, mapped to connection attributes.
-_KEPT_HEADERS = {
-    EVENT_ID_HEADER.encode(): "h_evbenchid",
-    b"ce-id": "h_ce_id",
-    b"ce-type": "h_ce_type",
-    b"ce-source": "h_ce_source",
-    b"ce-specversion": "h_ce_specversion",
-    b"content-type": "h_content_type",
-    b"content-length": "h_content_length",
-    b"expect": "h_expect",
-}
 
 
 @dataclass
-class ReceiverStats:
+class Counters:
+    """The receiver's counters as attributes (the hot path adds to them); `doc()` is them as
+    the ReceiverStats its GET /stats and stopped line carry."""
+
     received: int = 0
-    malformed: int = 0  # 400s: not HTTP, not a CloudEvent, or an id that cannot be recorded
-    invalid_ids: int = 0  # of which: the id or an attribute was not a recordable string
+    malformed: int = 0
+    invalid_ids: int = 0
     not_found: int = 0
     refused: dict[str, int] = field(default_factory=dict)  # status -> requests, beyond limits
-    timed_out: int = 0  # requests that stalled past their header or body timeout (408)
-    idle_closed: int = 0  # keep-alive connections closed after the idle timeout
-    refused_connections: int = 0  # over the connection cap (503)
-    internal_errors: int = 0  # 500s: a bug in the receiver, logged in one line each
+    timed_out: int = 0
+    idle_closed: int = 0
+    refused_connections: int = 0
+    internal_errors: int = 0
     received_bytes: int = 0
     connections: int = 0
     open_connections: int = 0
     rows_written: int = 0
     parts_written: int = 0
-    quarantined: int = 0  # rows that could not be encoded, kept in the quarantine file
+    quarantined: int = 0
     write_errors: int = 0
-    unwritten_rows: int = 0  # rows still in memory when the receiver stopped (a failure)
+    unwritten_rows: int = 0
     first_received_ns: int | None = None
     last_received_ns: int | None = None
 
-
-class Refuse(Exception):
-    """Raised inside a parser callback: answer `status`, close the connection."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
-def _response(
-    status: str,
-    body: bytes,
-    content_type: bytes = b"text/plain",
-    close: bool = False,
-    head: bool = False,
-) -> bytes:
-    """An answer; for HEAD the same headers without the body."""
-    lines = [
-        f"HTTP/1.1 {status}",
-        f"Content-Type: {content_type.decode()}",
-        f"Content-Length: {len(body)}",
-    ]
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
+    def doc(self) -> ReceiverStats:
+        return {
+            "received": self.received,
+            "malformed": self.malformed,
+            "invalid_ids": self.invalid_ids,
+            "not_found": self.not_found,
+            "refused": dict(self.refused),
+            "timed_out": self.timed_out,
+            "idle_closed": self.idle_closed,
+            "refused_connections": self.refused_connections,
+            "internal_errors": self.internal_errors,
+            "received_bytes": self.received_bytes,
+            "connections": self.connections,
+            "open_connections": self.open_connections,
+            "rows_written": self.rows_written,
+            "parts_written": self.parts_written,
+            "quarantined": self.quarantined,
+            "write_errors": self.write_errors,
+            "unwritten_rows": self.unwritten_rows,
+            "first_received_ns": self.first_received_ns,
+            "last_received_ns": self.last_received_ns,
+        }
 
 
 def _shifted_clock(shift_ns: int) -> Callable[[], int]:
@@ -103,288 +85,6 @@ def _shifted_clock(shift_ns: int) -> Callable[[], int]:
         return time.time_ns() + shift_ns
 
     return now_ns
-
-
-class _Connection(asyncio.Protocol):
-    def __init__(self, receiver: Receiver) -> None:
-        self.receiver = receiver
-        self.limits = receiver.limits
-        self.now_ns = receiver.now_ns
-        self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.chunk_ns = 0
-        self.chunk_mono = time.monotonic()
-        # Bytes of the current request before its headers end, counted before parsing: the
-        # parser concatenates a header's pieces, so an endless header must be cut off unparsed.
-        self.reading_headers = True
-        self.header_bytes = 0
-        self.header_tail = b""
-        self.in_request = False
-        self.accepted = False
-        self.closing = False  # refused, timed out or failed: nothing more is read
-        self.deadline = self.chunk_mono + self.limits.idle_timeout_s
-        self._reset()
-
-    def _reset(self) -> None:
-        self.started_ns = 0
-        self.url_parts: list[bytes] = []
-        self.url_bytes = 0
-        self.body_parts: list[bytes] = []
-        self.body_bytes = 0
-        self.upgrade = False
-        self.h_evbenchid: bytes | None = None
-        self.h_ce_id: bytes | None = None
-        self.h_ce_type: bytes | None = None
-        self.h_ce_source: bytes | None = None
-        self.h_ce_specversion: bytes | None = None
-        self.h_content_type: bytes | None = None
-        self.h_content_length: bytes | None = None
-        self.h_expect: bytes | None = None
-
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        stats = self.receiver.stats
-        if stats.open_connections >= self.limits.max_connections:
-            stats.refused_connections += 1
-            self.closing = True
-            self.transport.write(_response("503 Service Unavailable", b"too many connections\n"))
-            self.transport.close()
-            return
-        self.accepted = True
-        stats.connections += 1
-        stats.open_connections += 1
-        self.receiver.connections.add(self)
-        # Answers queue up to this much before pause_writing() stops reading from the client.
-        self.transport.set_write_buffer_limits(high=self.limits.max_queued_answer_bytes)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.accepted:
-            self.receiver.stats.open_connections -= 1
-            self.receiver.connections.discard(self)
-            self._release_body()
-        # The parser holds this protocol and the protocol the parser: break the cycle now rather
-        # than leave both (and a request's buffered body) to the cyclic garbage collector.
-        self.parser = None
-        self.transport = None
-
-    def pause_writing(self) -> None:
-        if self.transport is not None:
-            self.transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        if self.transport is not None:
-            self.transport.resume_reading()
-
-    def data_received(self, data: bytes) -> None:
-        # The one clock read that matters: before the parser sees a byte.
-        self.chunk_ns = self.now_ns()
-        self.chunk_mono = time.monotonic()
-        if self.closing:  # (no data comes after connection_lost, which drops the parser)
-            return
-        if self.reading_headers and self._headers_too_long(data):
-            self._refuse(
-                "431 Request Header Fields Too Large",
-                f"headers longer than {self.limits.max_header_bytes} bytes",
-            )
-            return
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
-            if isinstance(cause, Refuse):
-                self._refuse(cause.status, str(cause))
-            else:
-                self._internal_error(cause or exc)
-        except httptools.HttpParserUpgrade:
-            self._refuse("501 Not Implemented", "protocol upgrades and CONNECT are not supported")
-        except httptools.HttpParserError as exc:
-            self._refuse("400 Bad Request", f"bad HTTP request: {exc}")
-        except Exception as exc:  # one bad request must not cost a traceback
-            self._internal_error(exc)
-
-    def _headers_too_long(self, data: bytes) -> bool:
-        """Whether the headers run past the limit, judged to within one read: the header bytes
-        before this chunk plus this chunk's up to the blank line that ends them."""
-        end = data.find(b"\r\n\r\n")
-        if end >= 0:
-            too_long = self.header_bytes + end > self.limits.max_header_bytes
-        else:
-            self.header_bytes += len(data)
-            # The blank line may straddle two reads: then the rest of this one is body.
-            split = b"\r\n\r\n" in self.header_tail + data[:3]
-            too_long = self.header_bytes > self.limits.max_header_bytes and not split
-        self.header_tail = data[-3:]
-        return too_long
-
-    # httptools callbacks
-    def on_message_begin(self) -> None:
-        self._reset()
-        self.in_request = True
-        self.started_ns = self.chunk_ns
-        self.deadline = self.chunk_mono + self.limits.header_timeout_s
-
-    def on_url(self, url: bytes) -> None:
-        self.url_bytes += len(url)
-        if self.url_bytes > self.limits.max_url_bytes:
-            raise Refuse("414 URI Too Long", f"URL longer than {self.limits.max_url_bytes} bytes")
-        self.url_parts.append(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        attr = _KEPT_HEADERS.get(name.lower())
-        if attr is not None:
-            setattr(self, attr, value)
-
-    def on_headers_complete(self) -> None:
-        self.reading_headers = False
-        self.deadline = self.chunk_mono + self.limits.body_timeout_s
-        assert self.parser is not None
-        if self.parser.should_upgrade():
-            self.upgrade = True  # answered 501 when the parser stops at the upgrade
-            return
-        length = self.h_content_length
-        # Fewer digits than the limit has is under it: no int() on the hot path. (The parser
-        # has checked it is a number.)
-        if (
-            length is not None
-            and len(length) >= self.receiver.body_limit_digits
-            and int(length) > self.limits.max_body_bytes
-        ):
-            raise Refuse("413 Content Too Large", self._body_limit())
-        if self.h_expect is not None:
-            if self.h_expect.lower() != b"100-continue":
-                raise Refuse("417 Expectation Failed", "only Expect: 100-continue is understood")
-            assert self.transport is not None
-            self.transport.write(_CONTINUE)
-
-    def on_body(self, body: bytes) -> None:
-        self.body_bytes += len(body)
-        self.receiver.buffered_bytes += len(body)
-        if self.body_bytes > self.limits.max_body_bytes:
-            raise Refuse("413 Content Too Large", self._body_limit())
-        if self.receiver.buffered_bytes > self.limits.max_buffered_bytes:
-            raise Refuse("503 Service Unavailable", "too many event bytes in flight; retry")
-        self.body_parts.append(body)
-
-    def on_message_complete(self) -> None:
-        self.reading_headers = True
-        self.header_bytes = 0
-        self.in_request = False
-        self.deadline = self.chunk_mono + self.limits.idle_timeout_s
-        if self.transport is None or self.upgrade or self.closing:
-            return
-        assert self.parser is not None
-        self._answer(self.parser.get_method())  # on an exception, _internal_error releases
-        self.receiver.buffered_bytes -= self.body_bytes
-        self.body_bytes = 0
-        self.body_parts = []  # an idle connection holds no body
-
-    def _answer(self, method: bytes) -> None:
-        receiver = self.receiver
-        head = method == b"HEAD"
-        path = b"".join(self.url_parts).split(b"?", 1)[0]
-        if method == b"POST":
-            try:
-                receiver.record(self)
-            except Malformed as exc:
-                receiver.stats.malformed += 1
-                receiver.stats.invalid_ids += isinstance(exc, InvalidId)
-                self._respond(_response("400 Bad Request", str(exc).encode() + b"\n"))
-                return
-            self._respond(_ACCEPTED)
-        elif method in (b"GET", b"HEAD") and path == b"/healthz":
-            self._respond(_response("200 OK", b"ok\n", head=head))
-        elif method == b"GET" and path == b"/clock":
-            # An NTP-style exchange (contract.clocks): when the request's first bytes
-            # arrived and when this answer leaves, on the clock that stamps the records.
-            body = b'{"received_ns":%d,"replied_ns":%d}' % (self.started_ns, self.now_ns())
-            self._respond(_response("200 OK", body, b"application/json"))
-        elif method == b"GET" and (path == b"/records" or path.startswith(b"/records/")):
-            self._records(path.decode("latin-1"))
-        elif method in (b"GET", b"HEAD") and path == b"/stats":
-            body = json.dumps({**asdict(receiver.stats), **receiver.gauges()}).encode()
-            self._respond(_response("200 OK", body, b"application/json", head=head))
-        else:
-            receiver.stats.not_found += 1
-            self._respond(_response("404 Not Found", _USAGE, head=head))
-
-    def _records(self, path: str) -> None:
-        """This receiver's complete record files, for `evbench collect` (after a run: a file is
-        read whole, on the loop)."""
-        directory = self.receiver.writer.directory
-        if path == recordshare.PREFIX:
-            body = json.dumps(recordshare.listing(directory)).encode()
-            self._respond(_response("200 OK", body, b"application/json"))
-        elif (found := recordshare.resolve(directory, path)) is not None:
-            self._respond(_response("200 OK", found.read_bytes(), b"application/octet-stream"))
-        else:
-            self.receiver.stats.not_found += 1
-            self._respond(_response("404 Not Found", _USAGE))
-
-    def _body_limit(self) -> str:
-        return f"event body larger than {self.limits.max_body_bytes} bytes"
-
-    def _release_body(self) -> None:
-        self.receiver.buffered_bytes -= self.body_bytes
-        self.body_bytes = 0
-        self.body_parts = []
-
-    def _respond(self, data: bytes) -> None:
-        assert self.transport is not None and self.parser is not None
-        self.transport.write(data)
-        if not self.parser.should_keep_alive():
-            # Requests pipelined behind this one are not processed (RFC 9112 9.6).
-            self._closing_now()
-            self.transport.close()
-
-    def _refuse(self, status: str, reason: str) -> None:
-        """Answer, close, and count by status. The parser is unusable after an error anyway."""
-        stats = self.receiver.stats
-        if status.startswith("400"):
-            stats.malformed += 1
-        else:
-            code = status.split(" ", 1)[0]
-            stats.refused[code] = stats.refused.get(code, 0) + 1
-        self._release_body()
-        self._closing_now()
-        if self.transport is not None:
-            self.transport.write(_response(status, reason.encode() + b"\n", close=True))
-            self.transport.close()
-
-    def _closing_now(self) -> None:
-        """Read nothing more; the sweeper aborts the connection if it is still open after a
-        grace period (time for the client to read the last answer)."""
-        self.closing = True
-        self.deadline = time.monotonic() + _CLOSE_GRACE_S
-
-    def _internal_error(self, exc: BaseException) -> None:
-        self.receiver.stats.internal_errors += 1
-        print(f"receiver: internal error on a request: {exc!r}", file=sys.stderr)
-        self._release_body()
-        self._closing_now()
-        if self.transport is not None:
-            body = b"internal error in the receiver\n"
-            self.transport.write(_response("500 Internal Server Error", body, close=True))
-            self.transport.close()
-
-    def expire(self) -> None:
-        """Past the deadline of the current phase: 408 for a stalled request, else just close.
-        A connection still open a grace period after closing (its client reads nothing, so the
-        queued answers never drain) is aborted."""
-        if self.transport is None:
-            return
-        if self.closing:
-            self.transport.abort()
-            return
-        self._closing_now()
-        if self.in_request:
-            self.receiver.stats.timed_out += 1
-            self._release_body()
-            answer = _response("408 Request Timeout", b"request too slow\n", close=True)
-            self.transport.write(answer)
-        else:
-            self.receiver.stats.idle_closed += 1
-        self.transport.close()
 
 
 class Receiver:
@@ -409,20 +109,20 @@ class Receiver:
         self.flush_interval_s = flush_interval_s
         self.limits = limits or Limits()
         self.writer = PartWriter(out_dir, RECEIVED_FIELDS, prefix=name)
-        self.stats = ReceiverStats()
-        self.connections: set[_Connection] = set()
+        self.stats = Counters()
+        self.connections: set[Connection] = set()
         self.buffered_bytes = 0
         self.body_limit_digits = len(str(self.limits.max_body_bytes))
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Future[object] | None = None
-        self._writing_rows: list[tuple] = []  # what the write in flight holds, if it fails
+        self._writing_rows: list[Row] = []  # what the write in flight holds, if it fails
 
-    def gauges(self) -> dict[str, int]:
-        """Levels right now (the stats are counters)."""
-        return {"buffered_bytes": self.buffered_bytes}
+    def stats_now(self) -> ReceiverStats:
+        """GET /stats: the counters, and the level of event bytes being received now."""
+        return {**self.stats.doc(), "buffered_bytes": self.buffered_bytes}
 
-    def record(self, conn: _Connection) -> None:
+    def record(self, conn: Connection) -> None:
         body = b"".join(conn.body_parts)
         event = identify(conn, body)
         stats = self.stats
@@ -447,7 +147,7 @@ class Receiver:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, backlog=4096, reuse_address=True
+            lambda: Connection(self), self.host, self.port, backlog=4096, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
         await loop.run_in_executor(None, self.writer.warm_up)
@@ -502,7 +202,7 @@ class Receiver:
         self.stats.parts_written = self.writer.parts_written
         self.stats.quarantined = self.writer.rows_quarantined
 
-    def _write_failed(self, rows: list[tuple], exc: Exception) -> None:
+    def _write_failed(self, rows: list[Row], exc: Exception) -> None:
         # Keep the rows for the next tick rather than lose them (disk full, say).
         self.stats.write_errors += 1
         self.writer.rows[:0] = rows

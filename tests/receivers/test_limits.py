@@ -17,8 +17,9 @@ import pytest
 from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
+from receivers.connection import Connection
 from receivers.limits import Limits
-from receivers.server import Receiver, _Connection
+from receivers.server import Receiver
 from suts.hostile import binary_event, structured_event
 from tests.conftest import RunningReceiver, wait_until
 
@@ -253,7 +254,7 @@ def test_a_closed_connection_is_freed_without_the_cyclic_collector(tmp_path):
             while receiver.stats.open_connections and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.05)
-            return sum(isinstance(o, _Connection) for o in gc.get_objects())
+            return sum(isinstance(o, Connection) for o in gc.get_objects())
         finally:
             await receiver.close()
 
