@@ -161,15 +161,11 @@ def _shown(value: object) -> str:
     return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def add_lab_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument(
-        "--sut",
-        default=None,
-        type=sut_list,
-        metavar="SUT[,SUT...]",
-        help=f"systems under test, in turn: {', '.join(SUTS)} "
-        f"(default: all of {', '.join(LOCAL_SUTS)})",
-    )
+def add_lab_arguments(run: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    """The system's flags and the receiver's address; `only` (LabSettings fields) for a command
+    that drives no lab system of its own (`evbench memory`: --kafka-bootstrap, --replication)."""
+    if only is None:
+        _add_sut_argument(run)
     lab = run.add_argument_group("system under test")
     lab.add_argument(
         "--receiver-host", default="127.0.0.1", help="receiver bind address (default 127.0.0.1)"
@@ -179,6 +175,8 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
     )
     defaults = LabSettings()
     for name, flag, kwargs, _ in _LAB_FLAGS:
+        if only is not None and name not in only:
+            continue
         default = getattr(defaults, name)
         help_text = kwargs["help"] + ("" if default is None else f" (default {_shown(default)})")
         metavar = kwargs.get("metavar", flag.removeprefix("--").upper().replace("-", "_"))
@@ -190,11 +188,24 @@ def add_lab_arguments(run: argparse.ArgumentParser) -> None:
         )
 
 
+def _add_sut_argument(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--sut",
+        default=None,
+        type=sut_list,
+        metavar="SUT[,SUT...]",
+        help=f"systems under test, in turn: {', '.join(SUTS)} "
+        f"(default: all of {', '.join(LOCAL_SUTS)})",
+    )
+
+
 def lab_settings(args: argparse.Namespace) -> LabSettings:
     """The LabSettings the flags ask for: repeated flags replace or extend the defaults."""
     defaults = LabSettings()
     values = {}
     for name, _, _, combine in _LAB_FLAGS:
+        if not hasattr(args, _dest(name)):
+            continue  # a flag the command does not take: the default
         given = getattr(args, _dest(name))
         if combine == _REPLACE:
             values[name] = tuple(given) if given else getattr(defaults, name)

@@ -1,6 +1,6 @@
-"""run.json for `evbench run`: built by a pure function from what the run knew, written
-atomically. Its type is contract.documents.RunDoc; `evbench import-knative` writes the
-same type."""
+"""run.json for every command that drives a system (evbench.session): built by a pure
+function from what the run knew, written atomically. Its type is contract.documents.RunDoc;
+`evbench import-knative` and `evbench collect` write the same type."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import socket
 import sys
 from dataclasses import asdict, dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING
 
 from contract.documents import (
     ClockDoc,
@@ -24,11 +23,9 @@ from contract.documents import (
 )
 from contract.layout import SutDir
 from contract.records import RUN_JSON_VERSION
-
-if TYPE_CHECKING:
-    from evbench.runner import RunOptions, RunOutcome
-    from loadgen.pace import Pace
-    from loadgen.settings import SendKnobs
+from evbench.options import RunOutcome, SessionOptions
+from loadgen.pace import Pace
+from loadgen.settings import SendKnobs
 
 _VERSIONED = (
     "evbench",
@@ -77,11 +74,11 @@ def environment() -> Environment:
 
 
 def run_document(
-    opts: RunOptions,
+    opts: SessionOptions,
+    pace: Pace,
     run_id: str,
     has_warmup: bool,
     outcome: RunOutcome,
-    grace: dict,
     peak_rss_bytes: dict[str, int],
     env: Environment,
     started_ns: int,
@@ -101,7 +98,7 @@ def run_document(
         "status": status,
         "interrupted": status == "interrupted",
         "instrument_failures": outcome.instrument_failures,
-        "pace": pace_document(opts.pace),
+        "pace": pace_document(pace),
         "schedule": {
             "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
             "step_gap_s": knobs.step_gap_s,
@@ -110,7 +107,7 @@ def run_document(
         "payload_bytes": knobs.payload_bytes,
         "sender": sender_document(knobs, opts.workers, sender),
         "receiver": {"engine": RECEIVER_ENGINE, "stats": outcome.receiver},
-        "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **grace},
+        "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **outcome.grace},
         "hosts": {"sender": env.host, "receiver": env.host},
         "clock": clock_document(
             sender_clocks(sender) or outcome.sender_clocks,

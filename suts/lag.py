@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -40,6 +41,7 @@ class ConsumerLagSampler:
         )
         self.errors = 0
         self.last_total_lag: int | None = None
+        self.last_rows: list[ConsumerLagRow] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lag-sampler", daemon=True)
@@ -47,32 +49,38 @@ class ConsumerLagSampler:
     def start(self) -> None:
         self._thread.start()
 
-    def sample(self) -> int:
-        """One sample of every partition; returns the total lag. Also called from outside the
-        sampling thread (`evbench search` asks before each warm probe), hence the lock."""
+    def sample(self, end_floor: Mapping[int, int] | None = None) -> int:
+        """One sample of every partition; returns the total lag (each partition's row is in
+        `last_rows`). Also called from outside the sampling thread (`evbench search` asks
+        before each warm probe), hence the lock. `end_floor`: ends known from the producer's
+        own delivery reports, where the broker may report less (Tansu answers ListOffsets with
+        the base offset of a partition's last batch)."""
         with self._lock:
-            return self._sample()
+            return self._sample(end_floor or {})
 
-    def _sample(self) -> int:
+    def _sample(self, end_floor: Mapping[int, int]) -> int:
         metadata = self.consumer.list_topics(self.topic, timeout=5)
         partitions = [
             TopicPartition(self.topic, p) for p in sorted(metadata.topics[self.topic].partitions)
         ]
         committed = self.consumer.committed(partitions, timeout=5)
         now_ns = time.time_ns()
-        total = 0
+        rows = []
         for tp in committed:
             low, high = self.consumer.get_watermark_offsets(
                 TopicPartition(self.topic, tp.partition), timeout=5, cached=False
             )
+            high = max(high, end_floor.get(tp.partition, 0))
             offset = tp.offset if tp.offset >= 0 else None
             lag = partition_lag(high, offset, low)
-            total += lag
-            self.writer.append(
+            rows.append(
                 ConsumerLagRow(now_ns, self.group, self.topic, tp.partition, high, offset, lag)
             )
-        self.last_total_lag = total
-        return total
+        for row in rows:
+            self.writer.append(row)
+        self.last_rows = rows
+        self.last_total_lag = sum(row.lag for row in rows)
+        return self.last_total_lag
 
     def try_sample(self) -> int | None:
         """A sample, or None (counted in `errors`) when the broker cannot answer: it may be gone
@@ -92,6 +100,7 @@ class ConsumerLagSampler:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=30)
+        if self._thread.ident is not None:  # a one-off reader (`evbench memory`) never started
+            self._thread.join(timeout=30)
         self.writer.flush()
         self.consumer.close()

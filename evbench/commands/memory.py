@@ -9,6 +9,7 @@ from contract.argtypes import at_least_one, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import echo
+from evbench.lab_args import add_lab_arguments
 
 
 def _partitions(text: str) -> tuple[int, ...]:
@@ -27,7 +28,8 @@ def add(commands: argparse._SubParsersAction) -> None:
     memory = commands.add_parser(
         "memory",
         help="measure Kafka consumers' memory while they drain a backlog",
-        description="Per partition count and consumer: a fresh local broker, a topic filled "
+        description="Per partition count and consumer: a fresh local broker (or your Kafka, "
+        "--kafka-bootstrap, a topic of the scenario's own on it), a topic filled "
         "with 8 KB events as fast as it takes them, then one consumer (a process of its own) "
         "draining it while its RSS, USS and high-water mark are sampled every second. Prints "
         "a line every 5 s, the lag per partition as kafka-consumer-groups prints it, and a "
@@ -81,14 +83,19 @@ def add(commands: argparse._SubParsersAction) -> None:
         "pure-Python clients, kafka-python's first message came at 12 s instead of 4 s on the "
         "development machine, and its own bookkeeping, reported apart, adds to RSS)",
     )
+    add_lab_arguments(memory, only=("kafka_bootstrap", "replication"))
     memory.add_argument("--no-analyze", action="store_true", help="skip the analysis and report")
-    memory.add_argument("--run-id", default=None)
-    memory.add_argument("--runs-dir", type=Path, default=None)
+    memory.add_argument("--run-id", default=None, help="run name (default: the next free one)")
+    memory.add_argument(
+        "--runs-dir", type=Path, default=None, help="where runs are written (default ./runs)"
+    )
     memory.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from evbench.memory import LAB_CONSUMERS, MemoryOptions, consumer_specs, run_memory
+    from evbench.consumers import LAB_CONSUMERS, BareClientOptions, consumer_specs
+    from evbench.lab_args import lab_settings
+    from evbench.memory import MemoryOptions, run_memory
 
     try:
         specs = tuple(consumer_specs(args.consumers, tuple(args.consumer)))
@@ -114,6 +121,9 @@ def main(args: argparse.Namespace) -> int:
     options = MemoryOptions(
         runs_dir=runs_dir,
         run_id=args.run_id or next_run_id(runs_dir, "memory"),
+        lab=lab_settings(args),
+        receiver_host=args.receiver_host,
+        receiver_port=args.receiver_port,
         partitions=args.partitions,
         consumers=specs,
         fill_s=args.fill,
@@ -121,10 +131,12 @@ def main(args: argparse.Namespace) -> int:
         consume_s=args.consume,
         event_bytes=args.event_bytes,
         max_backlog_bytes=args.max_backlog_mib * 2**20,
-        memory_limit_bytes=args.memory_limit_mib * 2**20 if args.memory_limit_mib else None,
+        bare=BareClientOptions(
+            tracemalloc=args.python_heap,
+            trim_after_drain=args.trim_after_drain,
+            memory_limit_bytes=args.memory_limit_mib * 2**20 if args.memory_limit_mib else None,
+        ),
         malloc_arena_max=args.malloc_arena_max,
-        trim_after_drain=args.trim_after_drain,
-        tracemalloc=args.python_heap,
     )
     root, failed = run_memory(options, echo)
     echo(f"-> {root}")

@@ -7,13 +7,12 @@ import os
 import sys
 from pathlib import Path
 
-from contract.argtypes import at_least_one, seconds, signed_milliseconds
-from contract.layout import default_runs_dir
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
-from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
+from evbench.lab_args import SUT_HELP, add_lab_arguments
+from evbench.session_args import add_session_arguments, session_kwargs
 from loadgen.pace import resolve_pace
-from loadgen.settings import add_knob_arguments, knobs_from_args
+from loadgen.settings import add_knob_arguments
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -32,72 +31,21 @@ def add(commands: argparse._SubParsersAction) -> None:
         default="1k-2k",
         help="pace name from paces/ or an inline spec like 500:10,1000:10 (default 1k-2k)",
     )
-    run.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
-    run.add_argument(
-        "--runs-dir",
-        type=Path,
-        default=None,
-        help="where runs are written (default ./runs, or $EVBENCH_RUNS_DIR)",
-    )
     add_knob_arguments(run)
-    run.add_argument(
-        "--grace",
-        type=seconds,
-        default=5.0,
-        metavar="S",
-        help="stop waiting for deliveries after this long without one (default 5)",
-    )
-    run.add_argument(
-        "--grace-cap",
-        type=seconds,
-        default=60.0,
-        metavar="S",
-        help="never wait for deliveries longer than this (default 60)",
-    )
-    run.add_argument(
-        "--workers",
-        type=at_least_one,
-        default=1,
-        metavar="N",
-        help="sender processes on this host (default 1); above 1 they form a Locust fleet, "
-        "each sending every Nth slot from one start instant, with Locust's statistics in "
-        "<sut>/logs/locust*. Workers on one host share its cores with the receiver and the "
-        "lab, so more workers than cores raise lag; across hosts use `evbench send --master`",
-    )
-    run.add_argument(
-        "--receiver-clock-shift",
-        type=signed_milliseconds,
-        default=0.0,
-        metavar="MS",
-        help="run the receiver as if its host's clock were MS milliseconds ahead (negative: "
-        "behind), to see the clock correction at work (default 0)",
-    )
-    run.add_argument(
-        "--no-analyze",
-        action="store_true",
-        help="skip the Spark analysis at the end (run `evbench analyze` later)",
-    )
+    add_session_arguments(run)
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
     run.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from evbench.runner import RunOptions, run, run_matrix
+    from evbench.options import RunOptions
+    from evbench.runner import run, run_matrix
     from suts.lab import LOCAL_SUTS
 
     opts = RunOptions(
         pace=resolve_pace(args.pace, args.paces_dir),
-        runs_dir=args.runs_dir or default_runs_dir(),
         sut=args.sut[0] if args.sut else "direct",
-        run_id=args.run_id,
-        send=knobs_from_args(args),
-        grace_s=args.grace,
-        grace_cap_s=args.grace_cap,
-        receiver_host=args.receiver_host,
-        receiver_port=args.receiver_port,
-        receiver_clock_shift_ms=args.receiver_clock_shift,
-        workers=args.workers,
-        lab=lab_settings(args),
+        **session_kwargs(args),
     )
     cores = os.cpu_count() or 1
     if args.workers > 1 and args.workers >= cores:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import argparse
 import signal
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from contract.argtypes import at_least_one, seconds
 from contract.errors import EvbenchError
-from contract.layout import default_runs_dir
+from contract.layout import sut_dir_for
 from contract.parquet import part_files
 from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
-from evbench.lab_args import SUT_HELP, add_lab_arguments, lab_settings
-from loadgen.settings import add_knob_arguments, knobs_from_args
+from evbench.lab_args import SUT_HELP, add_lab_arguments
+from evbench.searchplan import SearchPlan, parse_resolution
+from evbench.session_args import add_session_arguments, session_kwargs
+
+if TYPE_CHECKING:
+    from evbench.probejudge import Objective
+from loadgen.settings import add_knob_arguments
 
 
 def _whole_seconds(text: str) -> int:
@@ -116,41 +121,52 @@ def add(commands: argparse._SubParsersAction) -> None:
         metavar="S",
         help="between warm probes, wait until nothing has arrived for this long (default 10)",
     )
-    search.add_argument(
-        "--grace-cap",
-        type=seconds,
-        default=60.0,
-        metavar="S",
-        help="never wait for a probe's deliveries longer than this, nor for a warm system to "
-        "settle longer than this or --settle, whichever is longer; a system still delivering "
+    add_knob_arguments(search)
+    add_session_arguments(
+        search,
+        grace_cap="never wait for a probe's deliveries longer than this, nor for a warm system "
+        "to settle longer than this or --settle, whichever is longer; a system still delivering "
         "then is restarted (default 60)",
-    )
-    search.add_argument(
-        "--workers",
-        type=at_least_one,
-        default=1,
-        metavar="N",
-        help="sender processes per probe (default 1; above 1 a Locust fleet, as in `evbench "
+        workers="sender processes per probe (default 1; above 1 a Locust fleet, as in `evbench "
         "run --workers`): for a system faster than one sender holds",
     )
-    search.add_argument("--run-id", default=None)
-    search.add_argument("--runs-dir", type=Path, default=None)
-    search.add_argument("--no-analyze", action="store_true")
-    add_knob_arguments(search)
     search.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from contract.layout import next_run_id, sut_dir_for
-    from evbench.probejudge import parse_objective
-    from evbench.search import SearchOptions, search
-    from evbench.searchplan import SearchPlan, parse_resolution
+    from contract.layout import next_run_id
     from suts.lab import LOCAL_SUTS
 
-    knobs = knobs_from_args(args)
-    if knobs.warmup:
+    plan, objective = _plan(args)
+    session = session_kwargs(args)
+    if session["send"].warmup:
         raise EvbenchError("--warmup does not apply to a search: its first probes warm the system")
     suts = tuple(args.sut or LOCAL_SUTS)
+    runs_dir = session["runs_dir"]
+    session["run_id"] = run_id = args.run_id or next_run_id(runs_dir, "search")
+    for name in suts:  # before anything starts: results are never overwritten
+        if (root := sut_dir_for(runs_dir, run_id, "search", name).root).exists():
+            raise EvbenchError(f"{root} already exists: choose another --run-id")
+    signal.signal(signal.SIGTERM, _interrupt)
+    options = {
+        "plan": plan,
+        "objective": objective,
+        "fresh": args.fresh,
+        "settle_s": args.settle,
+        **session,
+    }
+    code = _search_each(suts, options)
+    sent = [n for n in suts if part_files(sut_dir_for(runs_dir, run_id, "search", n).sent)]
+    if args.no_analyze or not sent:
+        return code
+    run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
+    analysed = analyze_path(run_root if len(suts) > 1 else run_root / suts[0], "local[*]", 0.0)
+    return code or analysed
+
+
+def _plan(args: argparse.Namespace) -> tuple[SearchPlan, Objective]:
+    from evbench.probejudge import parse_objective
+
     try:
         plan = SearchPlan(
             args.from_per_s,
@@ -159,34 +175,21 @@ def main(args: argparse.Namespace) -> int:
             probe_s=args.hold,
             confirm_s=args.confirm,
         )
-        objective = parse_objective(args.slo)
+        return plan, parse_objective(args.slo)
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
-    runs_dir = args.runs_dir or default_runs_dir()
-    run_id = args.run_id or next_run_id(runs_dir, "search")
-    for name in suts:  # before anything starts: results are never overwritten
-        if (root := sut_dir_for(runs_dir, run_id, "search", name).root).exists():
-            raise EvbenchError(f"{root} already exists: choose another --run-id")
-    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _search_each(suts: tuple[str, ...], options: dict[str, Any]) -> int:
+    """Each system in turn under one run id; the exit code of them all."""
+    from evbench.search import SearchOptions, search
+
     statuses = []
     for number, name in enumerate(suts, 1):
         if len(suts) > 1:
             echo(f"[{number}/{len(suts)}] {name}")
-        opts = SearchOptions(
-            sut=name,
-            plan=plan,
-            runs_dir=runs_dir,
-            run_id=run_id,
-            send=knobs,
-            lab=lab_settings(args),
-            workers=args.workers,
-            fresh=args.fresh,
-            settle_s=args.settle,
-            objective=objective,
-            grace_cap_s=args.grace_cap,
-        )
         try:
-            searched = search(opts, echo)
+            searched = search(SearchOptions(sut=name, **options), echo)
         except EvbenchError as exc:
             if len(suts) == 1:
                 raise
@@ -197,13 +200,7 @@ def main(args: argparse.Namespace) -> int:
         if searched.status == "interrupted":
             echo(f"stopping: {len(suts) - number} systems not searched")
             break
-    code = 130 if "interrupted" in statuses else 1 if "failed" in statuses else 0
-    sent = [n for n in suts if part_files(sut_dir_for(runs_dir, run_id, "search", n).sent)]
-    if args.no_analyze or not sent:
-        return code
-    run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
-    analysed = analyze_path(run_root if len(suts) > 1 else run_root / suts[0], "local[*]", 0.0)
-    return code or analysed
+    return 130 if "interrupted" in statuses else 1 if "failed" in statuses else 0
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -6,8 +6,8 @@ import pytest
 
 from contract.documents import RunDoc, problems
 from contract.layout import SutDir
+from evbench.options import RunOptions, RunOutcome
 from evbench.rundoc import Environment, run_document
-from evbench.runner import RunOptions, RunOutcome
 from loadgen.pace import parse_pace
 from loadgen.settings import SendKnobs
 
@@ -20,7 +20,9 @@ OPTS = RunOptions(
 
 
 def _doc(outcome, status=None, has_warmup=True):
-    return run_document(OPTS, "r1", has_warmup, outcome, {}, {"sender": 1}, ENV, 1, 2, status)
+    return run_document(
+        OPTS, OPTS.pace, "r1", has_warmup, outcome, {"sender": 1}, ENV, 1, 2, status
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,15 +2,10 @@ import pytest
 
 from contract.errors import EvbenchError
 from contract.layout import new_sut_dir, next_run_id
+from evbench.health import grace_verdict, receiver_failure, receiver_limits, sender_failure
+from evbench.options import RunOptions
 from evbench.progress import progress_line, step_line
-from evbench.runner import (
-    RunOptions,
-    grace_verdict,
-    receiver_failure,
-    receiver_limits,
-    run_matrix,
-    sender_failure,
-)
+from evbench.runner import run_matrix
 from loadgen.pace import parse_pace
 
 

@@ -21,7 +21,8 @@ from contract.records import (
     RECEIVED_FIELDS,
     SENT_FIELDS,
 )
-from evbench.runner import RunOptions, RunOutcome, run, run_matrix
+from evbench.options import RunOptions, RunOutcome
+from evbench.runner import run, run_matrix
 from loadgen.pace import resolve_pace
 from loadgen.settings import SendKnobs
 from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings

@@ -1,0 +1,107 @@
+"""How the instruments ended, judged the one way every command judges them (pure).
+
+A receiver or sender that failed makes its records untrustworthy: the session records why, and
+the run (or the search) fails as an instrument failure, never as a break of the system.
+"""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import replace
+
+from receivers.limits import Limits
+
+
+def receiver_limits(payload_bytes: int) -> Limits:
+    """The receiver's defaults, with room for the run's own events (and any envelope a system
+    wraps them in) whatever --payload-bytes asks for."""
+    default = Limits()
+    return replace(default, max_body_bytes=max(default.max_body_bytes, 2 * payload_bytes))
+
+
+def exit_text(code: int) -> str:
+    """An exit code as people read it: negative codes are the signal that ended the process."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def receiver_failure(died_during_run: bool, exit_code: int, final_stats: dict) -> str | None:
+    """How the receiver ended, when that makes its records untrustworthy (None: it did not).
+
+    A healthy receiver, stopped by SIGTERM, flushes, prints its stopped line with its stats and
+    exits 0. Anything else (say, it could not write its records) means deliveries may be
+    missing that the system under test made.
+    """
+    if died_during_run:
+        return f"receiver died during the run ({exit_text(exit_code)})"
+    if exit_code != 0:
+        return f"receiver failed at stop ({exit_text(exit_code)}): its records may be incomplete"
+    if not final_stats:
+        return "receiver ended without its final report: its records may be incomplete"
+    return receiver_refusals(final_stats)
+
+
+# Answers with which the receiver turned away what a system delivered because of its own limits
+# or faults. 400 (not an event) and 408 (a stalled request) are the sender's side's doing.
+_INSTRUMENT_REFUSALS = ("413", "414", "431", "503")
+
+
+def receiver_refusals(stats: dict) -> str | None:
+    """Deliveries the receiver refused, could not parse for its own fault, or could not write:
+    the events they carried would count as lost to the system under test."""
+    refused = {
+        code: n
+        for code, n in (stats.get("refused") or {}).items()
+        if code in _INSTRUMENT_REFUSALS and n
+    }
+    parts = [f"{n} answered {code}" for code, n in sorted(refused.items())]
+    for key, what in (
+        ("internal_errors", "failed inside the receiver (500)"),
+        ("quarantined", "could not be written (see received-quarantine.jsonl)"),
+        ("unwritten_rows", "were never written"),
+    ):
+        if stats.get(key):
+            parts.append(f"{stats[key]} {what}")
+    if not parts:
+        return None
+    return "receiver turned deliveries away by its own limits or faults: " + ", ".join(parts)
+
+
+def sender_failure(exit_code: int, summary: dict | None) -> str | None:
+    """How the sender ended, when its records do not cover the pace it was given (None: they
+    do). 130 is an interrupted sender that stopped scheduling and flushed, as asked. A fleet
+    that lost workers finished without their share of the pace."""
+    if summary is None:
+        return f"sender ended without finishing ({exit_text(exit_code)})"
+    if failed := summary.get("failed_workers"):
+        lost = "; ".join(f"worker {i}: {why}" for i, why in sorted(failed.items()))
+        return f"sender fleet lost {len(failed)} of {summary['workers']} workers ({lost})"
+    if exit_code not in (0, 130):
+        return f"sender failed ({exit_text(exit_code)})"
+    return None
+
+
+def grace_verdict(
+    received: int,
+    expected: int,
+    since_change_s: float,
+    elapsed_s: float,
+    grace_s: float,
+    cap_s: float,
+) -> str | None:
+    """Why waiting for stragglers may stop now (None: keep waiting).
+
+    Stops as soon as everything acked has arrived; otherwise once nothing new has arrived for
+    `grace_s`, and in any case after `cap_s`, so a system that trickles cannot hold a run forever.
+    """
+    if received >= expected:
+        return "all acked events received"
+    if since_change_s >= grace_s:
+        return f"nothing new for {grace_s:g} s"
+    if elapsed_s >= cap_s:
+        return f"cap of {cap_s:g} s reached"
+    return None

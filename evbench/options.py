@@ -1,0 +1,85 @@
+"""What shapes a measured session, one meaning in every command that drives a system.
+
+`evbench run` (a staircase), `evbench search` (probes) and `evbench memory` (fill and drain)
+are policies over one session (evbench.session); the options that shape its instruments and its
+system are one dataclass, `SessionOptions`, so that `--receiver-port`, `--ingress`,
+`--kafka-bootstrap`, `--workers` or a lab setting cannot mean one thing to one command and
+another (or nothing) to the next. Each policy adds its own fields in a subclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contract.documents import RunStatus, SenderClock
+from contract.layout import SutDir
+from loadgen.pace import Pace
+from loadgen.settings import SendKnobs
+from suts.lab import LabSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReceiverOptions:
+    """Where the receiver listens and how it stamps: the system delivers to it."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: a free one (an external system must be told where: use a fixed one)
+    # Shifts the receiver's clock, as if on a host whose clock is off (tests the correction).
+    clock_shift_ms: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionOptions:
+    """The instruments and the system of one session, as every command takes them."""
+
+    runs_dir: Path
+    sut: str = "direct"
+    run_id: str | None = None
+    send: SendKnobs = field(default_factory=SendKnobs)
+    lab: LabSettings = field(default_factory=LabSettings)
+    workers: int = 1  # sender processes on this host; above 1, a Locust fleet
+    receiver_host: str = "127.0.0.1"
+    receiver_port: int = 0
+    receiver_clock_shift_ms: float = 0.0
+    grace_s: float = 5.0  # stop waiting for stragglers after this long without one
+    grace_cap_s: float = 60.0  # and never wait longer than this
+    lag_interval_s: float = 5.0  # consumer lag sampled this often on a topic
+
+    @property
+    def receiver(self) -> ReceiverOptions:
+        return ReceiverOptions(
+            host=self.receiver_host,
+            port=self.receiver_port,
+            clock_shift_ms=self.receiver_clock_shift_ms,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions(SessionOptions):
+    """`evbench run`: a pace through one system."""
+
+    pace: Pace
+
+
+@dataclass
+class RunOutcome:
+    """What a session knew when it ended; run.json is built from it (evbench.rundoc)."""
+
+    sut_dir: SutDir
+    status: RunStatus  # completed | interrupted | failed (run.json says running until the end)
+    sender: dict[str, Any] = field(default_factory=dict)  # the sender's done line
+    receiver: dict[str, Any] = field(default_factory=dict)  # the receiver's final stats
+    sut: dict[str, Any] = field(default_factory=dict)  # the system's description
+    sut_died: list[str] = field(default_factory=list)
+    # Why the instruments cannot be trusted (any entry fails the run; analysis says so too).
+    instrument_failures: list[str] = field(default_factory=list)
+    schedule_start_ns: int | None = None  # announced by the sender before its first slot
+    # Each sender worker's clock offsets (SenderClock) as of the start line; done has both.
+    sender_clocks: dict[str, SenderClock] = field(default_factory=dict)
+    grace: dict[str, Any] = field(default_factory=dict)  # how waiting for stragglers ended
+
+    @property
+    def exit_code(self) -> int:
+        return {"completed": 0, "interrupted": 130}.get(self.status, 1)

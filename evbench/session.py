@@ -1,0 +1,348 @@
+"""One measured session: the run directory, the receiver, the samplers, the system (a lab driver
+or the user's external target) and the senders, stopped in one order whatever failed, and one
+run record.
+
+`evbench run` (a staircase, evbench.runner), `evbench search` (probes, evbench.search) and
+`evbench memory` (fill and drain, evbench.memory) are policies over it: they decide what to send
+and when to stop; the session owns how the instruments and the system start, what every option
+means (evbench.options.SessionOptions) and how it all ends.
+
+Teardown, in this order (each step runs even if one before it failed; Ctrl-C is ignored while
+it runs, so a second one cannot leave a process behind):
+  1. the senders (a fleet's master first: it stops its workers' senders as Ctrl-C does);
+  2. the system, with its lag sampler (its last deliveries still land in the receiver);
+  3. the receiver, whose final report is judged (evbench.health): a failed receiver fails the
+     run as an instrument failure;
+  4. the process sampler and the control-plane client;
+  5. the policy's run record (run.json), last, so it says how everything above ended.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from contract.documents import RunDoc, RunStatus
+from contract.errors import EvbenchError
+from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.procs import Child
+from evbench.health import grace_verdict, receiver_failure, receiver_limits
+from evbench.instruments import start_receiver
+from evbench.options import RunOutcome, SessionOptions
+from evbench.rundoc import Environment, environment, run_document, write_run_json
+from evbench.samples import ProcessSampler
+from loadgen.pace import Pace
+from loadgen.settings import SenderSettings
+from suts.lab import Sut, make_sut
+from suts.lag import ConsumerLagSampler
+
+MakeSut = Callable[..., Sut]  # suts.lab.make_sut's signature; tests bring their own systems
+Echo = Callable[[str], None]
+
+
+class Session:
+    """A policy enters it (`with Session.open(...) as session:`), starts what it needs, and sets
+    `record` to write its run record; everything started is stopped on the way out."""
+
+    def __init__(
+        self,
+        opts: SessionOptions,
+        sut_dir: SutDir,
+        run_id: str,
+        env: Environment,
+        echo: Echo,
+        make: MakeSut = make_sut,
+    ) -> None:
+        self.opts, self.sut_dir, self.run_id, self.env = opts, sut_dir, run_id, env
+        self.echo, self.make = echo, make
+        self.started_ns = time.time_ns()
+        self.outcome = RunOutcome(sut_dir, "failed")
+        self.sampler = ProcessSampler(sut_dir.samples)
+        self.client = httpx.Client(timeout=2.0)
+        self.receiver: Child | None = None
+        self.base_url = ""
+        self.sut: Sut | None = None
+        self.target = ""  # where senders send: the system's ingress or topic
+        self.lag: ConsumerLagSampler | None = None
+        self.senders: list[Child] = []  # the sender (or a fleet's master) and its workers
+        self.restarts = 0
+        self.record: Callable[[RunStatus | None], None] = lambda status: None
+        self.teardown = ExitStack()
+
+    @classmethod
+    def open(
+        cls, opts: SessionOptions, pace_name: str, echo: Echo, make: MakeSut = make_sut
+    ) -> Session:
+        """A new run directory for one system. The environment is read first: a failure there
+        leaves nothing behind; an existing directory is refused (results are never
+        overwritten)."""
+        env = environment()
+        run_id = opts.run_id or next_run_id(opts.runs_dir, pace_name)
+        sut_dir = new_sut_dir(opts.runs_dir, run_id, pace_name, opts.sut)
+        return cls(opts, sut_dir, run_id, env, echo, make)
+
+    # lifecycle --------------------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        stack = self.teardown
+        ignore_sigint = _ignore_sigint_later(stack)
+        stack.callback(lambda: self.record(None))
+        stack.callback(self.client.close)
+        stack.callback(self.sampler.stop)
+        stack.push(self._failed_if_raised)
+        stack.callback(self._judge_instruments)
+        stack.callback(self._stop_receiver)
+        stack.callback(self.stop_system)
+        stack.callback(self.stop_senders)
+        stack.callback(ignore_sigint)
+        self.sampler.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        return self.teardown.__exit__(kind, exc, tb)
+
+    def document(self, pace: Pace, status: RunStatus | None, has_warmup: bool = False) -> RunDoc:
+        """run.json as of now: what the session knew, with the policy's pace."""
+        return run_document(
+            self.opts,
+            pace,
+            self.run_id,
+            has_warmup,
+            self.outcome,
+            self.sampler.peak_rss_bytes,
+            self.env,
+            self.started_ns,
+            time.time_ns(),
+            status,
+        )
+
+    def write(self, doc: RunDoc) -> None:
+        write_run_json(self.sut_dir, doc)
+
+    # the receiver -----------------------------------------------------------------------------
+    def start_receiver(self) -> str:
+        """The receiver where --receiver-host/--receiver-port say; its base URL."""
+        receiver = self.opts.receiver
+        self.receiver, self.base_url = start_receiver(
+            self.sut_dir.received,
+            self.sut_dir.logs / "receiver.log",
+            receiver.host,
+            receiver.port,
+            limits=receiver_limits(self.opts.send.payload_bytes),
+            clock_shift_ms=receiver.clock_shift_ms,
+        )
+        self.sampler.watch("receiver", self.receiver.pid)
+        return self.base_url
+
+    def receiver_stats(self) -> dict[str, Any] | None:
+        """The receiver's counters now (None if it does not answer)."""
+        try:
+            stats: dict[str, Any] = self.client.get(f"{self.base_url}/stats").json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return stats
+
+    def received(self) -> int:
+        """Deliveries the receiver has counted; an unanswering receiver is an instrument
+        failure, said as one."""
+        stats = self.receiver_stats()
+        if stats is None:
+            raise EvbenchError(f"the receiver at {self.base_url} does not answer /stats")
+        return int(stats["received"])
+
+    def stragglers(
+        self,
+        expected: int,
+        grace_s: float | None = None,
+        cap_s: float | None = None,
+        interrupts: Callable[[], int] = lambda: 0,
+    ) -> dict[str, Any]:
+        """Wait until the receiver holds `expected` deliveries, or nothing new came for the
+        grace (--grace unless given), or the cap (--grace-cap unless given) passed; returns
+        how it ended."""
+        return wait_for_stragglers(
+            self.receiver_stats,
+            expected,
+            self.opts.grace_s if grace_s is None else grace_s,
+            self.opts.grace_cap_s if cap_s is None else cap_s,
+            interrupts,
+        )
+
+    # the system -------------------------------------------------------------------------------
+    def start_system(self) -> str:
+        """The system (a lab driver, or the user's external target), subscribed to the
+        receiver; returns where senders send. A restarted system gets names of its own: a
+        topic and group on a broker that is not restarted with it already hold the last
+        one's."""
+        opts = self.opts
+        run_id = self.run_id if not self.restarts else f"{self.run_id}-r{self.restarts}"
+        sut = self.make(opts.sut, opts.lab, self.sut_dir.logs, run_id, opts.receiver_host)
+        self.sut = sut
+        if (message := sut.start_message(f"{self.base_url}/")) is not None:
+            self.echo(message)
+        self.target = sut.start(f"{self.base_url}/")
+        for role, pid in sut.processes().items():
+            self.sampler.watch(role, pid)
+        if sut.components:
+            ready = sut.wait_ready()
+            self.echo(f"{opts.sut} ready after {ready['waited_s']:g} s: {_ready_text(ready)}")
+        if (where := sut.lag_target()) is not None:  # for the report, and for settling
+            self.lag = ConsumerLagSampler(*where, self.sut_dir.consumer_lag, opts.lag_interval_s)
+            self.lag.start()
+        return self.target
+
+    def stop_system(self) -> None:
+        """The system and its lag sampler, described for run.json (once: a second call after a
+        restart's stop finds nothing left)."""
+        sut, lag = self.sut, self.lag
+        if sut is None:
+            return
+        self.sut, self.lag = None, None
+        self.outcome.sut_died = sut.dead()
+        if lag is not None:
+            lag.stop()
+        described = sut.describe()
+        self.outcome.sut = {**described, "final_stats": sut.stop(), "died": self.outcome.sut_died}
+        if lag is not None:
+            self.outcome.sut["consumer_lag"] = {
+                "interval_s": self.opts.lag_interval_s,
+                "last_total": lag.last_total_lag,
+                "sample_errors": lag.errors,
+            }
+
+    def restart_system(self) -> str:
+        self.stop_system()
+        self.restarts += 1
+        return self.start_system()
+
+    def dead(self) -> list[str]:
+        """The system's processes that exited while they should be running."""
+        return self.sut.dead() if self.sut is not None else []
+
+    def consumer_lag(self) -> int:
+        """The system's consumer group's lag now (0 when it has no topic, or it cannot be read:
+        the sampler counts its errors)."""
+        return (self.lag.try_sample() or 0) if self.lag is not None else 0
+
+    # senders ----------------------------------------------------------------------------------
+    def sender_settings(self, pace_spec: str, **more: Any) -> SenderSettings:
+        """A sender of this session: its target, records, knobs and the receiver's clock."""
+        kafka = self.target.startswith("kafka://")
+        return SenderSettings(
+            target=self.target,
+            pace=pace_spec,
+            out=self.sut_dir.sent,
+            knobs=self.opts.send,
+            kafka_config=tuple(self.opts.lab.producer) if kafka else (),
+            clock_url=f"{self.base_url}/clock",
+            **more,
+        )
+
+    def start_senders(self, settings: SenderSettings, name: str = "sender") -> Child:
+        """One sender, or a Locust fleet of --workers; returns the process whose lines are the
+        run's (the sender, or the fleet's master)."""
+        logs = self.sut_dir.logs
+        if self.opts.workers > 1:
+            folder = logs if name == "sender" else logs / name
+            sender, fleet = settings.start_fleet(self.opts.workers, folder)
+        else:
+            sender, fleet = settings.start(logs / f"{name}.log", name), []
+        self.senders = [sender, *fleet]
+        self.sampler.watch("sender", sender.pid)
+        for index, worker in enumerate(fleet):
+            self.sampler.watch(f"fleet-worker-{index}", worker.pid)
+        return sender
+
+    def stop_senders(self, timeout_s: float = 15.0) -> None:
+        # A fleet's master first: it stops its workers' senders as Ctrl-C does, then the workers.
+        for child in self.senders:
+            if child.alive():
+                child.stop(timeout_s)
+        self.senders = []
+
+    # teardown steps ---------------------------------------------------------------------------
+    def _stop_receiver(self) -> None:
+        receiver = self.receiver
+        if receiver is None:
+            return
+        died = not receiver.alive()
+        code = receiver.stop()
+        self.outcome.receiver = receiver.final_report()
+        # Every delivery after its death, or left unwritten, would count as lost.
+        if failure := receiver_failure(died, code, self.outcome.receiver):
+            self.outcome.instrument_failures.append(failure)
+            self.echo(f"instrument failed: {failure}:\n{receiver.tail()}")
+
+    def _judge_instruments(self) -> None:
+        if self.outcome.instrument_failures:
+            self.outcome.status = "failed"
+
+    def _failed_if_raised(self, kind: type[BaseException] | None, *_: object) -> bool:
+        """An exception in the policy or in a step of the teardown (say, a system that would
+        not stop) leaves run.json saying failed, never completed; the exception goes on."""
+        if kind is not None and self.outcome.status != "interrupted":
+            self.outcome.status = "failed"
+        return False
+
+
+def wait_for_stragglers(
+    stats: Callable[[], dict[str, Any] | None],
+    expected: int,
+    grace_s: float,
+    cap_s: float,
+    interrupts: Callable[[], int] = lambda: 0,
+) -> dict[str, Any]:
+    """Wait until the receiver holds `expected` deliveries, or nothing new came for `grace_s`,
+    or `cap_s` passed; returns how it ended."""
+    started = last_change = time.monotonic()
+    last = (stats() or {"received": 0})["received"]
+    while True:
+        now = time.monotonic()
+        # After a Ctrl-C the user wants out: a short grace; after a second one, none.
+        grace_now_s = grace_s if not interrupts() else min(grace_s, 1.0)
+        reason = grace_verdict(last, expected, now - last_change, now - started, grace_now_s, cap_s)
+        if interrupts() >= 2:
+            reason = reason or "interrupted twice"
+        if reason:
+            return {
+                "waited_s": round(now - started, 3),
+                "reason": reason,
+                "expected": expected,
+                "received": last,
+            }
+        time.sleep(0.1)
+        current = stats()
+        if current is not None and current["received"] != last:
+            last, last_change = current["received"], time.monotonic()
+
+
+def _ignore_sigint_later(stack: ExitStack) -> Callable[[], None]:
+    """A callable that ignores Ctrl-C for the rest of the teardown, and on `stack`'s way out
+    the handler from before restored (main thread only: signals are the main thread's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    stack.callback(signal.signal, signal.SIGINT, signal.getsignal(signal.SIGINT))
+
+    def ignore() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return ignore
+
+
+def _ready_text(ready: dict[str, Any]) -> str:
+    parts = []
+    for role, doc in ready.items():
+        if isinstance(doc, dict) and doc.get("partitions"):
+            parts.append(f"{role} has {doc['partitions']} partitions")
+    return ", ".join(parts) or "every component answers /ready"
