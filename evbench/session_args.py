@@ -55,13 +55,26 @@ _FLAGS: dict[str, dict[str, Any]] = {
 }
 
 
-def add_session_arguments(parser: argparse.ArgumentParser, **help_for: str) -> None:
-    """The session's flags; `help_for` gives a command's own help for a flag (by its dest,
-    e.g. grace_cap=...) where the flag does more there."""
+def add_session_arguments(
+    parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None, **help_for: str
+) -> None:
+    """The session's flags (`only` those, by dest, where a command takes no others); `help_for`
+    gives a command's own help for a flag (by its dest, e.g. grace_cap=...) where the flag does
+    more there."""
     for flag, kwargs in _FLAGS.items():
         dest = flag.removeprefix("--").replace("-", "_")
+        if only is not None and dest not in only:
+            continue
         help_text = help_for.get(dest, kwargs["help"])
         parser.add_argument(flag, **{**kwargs, "help": help_text})
+
+
+def add_flags(
+    parser: argparse.ArgumentParser, flags: tuple[tuple[str, dict[str, Any]], ...]
+) -> None:
+    """A command's own flags from its table (flag, argparse keywords)."""
+    for flag, kwargs in flags:
+        parser.add_argument(flag, **kwargs)
 
 
 def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -144,3 +144,29 @@ def test_no_process_that_loads_spark_receives_or_paces_imports_gevent(entry):
     for module in sorted(reachable):
         patching = {n for n in imports_of(module) if _top(n) in PATCHING}
         assert not patching, f"{module} (reached from {entry}) imports {sorted(patching)}"
+
+
+# Sizes (DEVELOPERS' style): a function reads at once, a module has one owner.
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 450
+
+
+def _functions(module: str) -> list[tuple[str, int]]:
+    tree = ast.parse(MODULES[module].read_text())
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_function_is_longer_than_a_screen(module):
+    long = [f"{name} ({n} lines)" for name, n in _functions(module) if n > MAX_FUNCTION_LINES]
+    assert not long, f"{module}: {', '.join(long)} over {MAX_FUNCTION_LINES} lines"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_outgrows_one_owner(module):
+    lines = len(MODULES[module].read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{module} has {lines} lines (at most {MAX_MODULE_LINES})"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from typing import Any
 
 from contract.argtypes import at_least_one, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import echo
 from evbench.lab_args import add_lab_arguments
+from evbench.session_args import add_flags, add_session_arguments
 
 
 def _partitions(text: str) -> tuple[int, ...]:
@@ -24,6 +25,58 @@ def _partitions(text: str) -> tuple[int, ...]:
     return values
 
 
+# The matrix's flags: one table (evbench.session_args has the session's).
+_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--partitions", dict(
+        type=_partitions, default=(1, 50, 100), metavar="P,P",
+        help="partition counts of the topic, one scenario each (default 1,50,100)",
+    )),
+    ("--consumers", dict(
+        default="source",
+        help="which consumers, comma-separated (default: source, seed 000's matrix): source is "
+        "the lab's source adapter (seed 000's KafkaSource) and dispatcher the lab's Kafka "
+        "channel dispatcher, each delivering to a receiver; confluent, confluent-lowmem (seed "
+        "001's low-memory set), aiokafka and kafka-python are seed 001's bare clients",
+    )),
+    ("--consumer", dict(
+        action="append", default=[], metavar="KEY=VALUE",
+        help="a client setting (repeatable): librdkafka's dotted names go to confluent, e.g. "
+        "fetch.queue.backoff.ms=50; the Python clients' names to aiokafka and kafka-python, "
+        "e.g. max_partition_fetch_bytes=65536",
+    )),
+    ("--consume", dict(
+        type=positive_seconds, default=250.0, metavar="S",
+        help="how long the consumer runs and is sampled (default 250)",
+    )),
+    ("--event-bytes", dict(
+        type=at_least_one, default=8192, metavar="N",
+        help="each backlog event's size (default 8192)",
+    )),
+    ("--max-backlog-mib", dict(
+        type=at_least_one, default=4096, metavar="MIB",
+        help="never fill more than this (a fresh local broker keeps every record in memory; "
+        "default 4096)",
+    )),
+    ("--memory-limit-mib", dict(
+        type=at_least_one, default=None, metavar="MIB",
+        help="cap each bare client's data segment (RLIMIT_DATA)",
+    )),
+    ("--malloc-arena-max", dict(
+        type=at_least_one, default=None, metavar="N", help="glibc's MALLOC_ARENA_MAX",
+    )),
+    ("--trim-after-drain", dict(
+        action="store_true",
+        help="malloc_trim(0) in the consumer once drained: what stays is held, not cached",
+    )),
+    ("--python-heap", dict(
+        action="store_true",
+        help="trace the Python clients' heap with tracemalloc (off by default: it slows "
+        "pure-Python clients, kafka-python's first message came at 12 s instead of 4 s on the "
+        "development machine, and its own bookkeeping, reported apart, adds to RSS)",
+    )),
+)  # fmt: skip
+
+
 def add(commands: argparse._SubParsersAction) -> None:
     memory = commands.add_parser(
         "memory",
@@ -36,59 +89,24 @@ def add(commands: argparse._SubParsersAction) -> None:
         "table of idle, peak and post-drain memory next to the predicted buffer bound. The "
         "defaults are seed 000's matrix (1, 50 and 100 partitions, 120 s fill, 250 s drain).",
     )
-    memory.add_argument("--partitions", type=_partitions, default=(1, 50, 100), metavar="P,P")
-    memory.add_argument(
-        "--consumers",
-        default="source",
-        help="which consumers, comma-separated (default: source, seed 000's matrix): source is "
-        "the lab's source adapter (seed 000's KafkaSource) and dispatcher the lab's Kafka "
-        "channel dispatcher, each delivering to a receiver; confluent, confluent-lowmem (seed "
-        "001's low-memory set), aiokafka and kafka-python are seed 001's bare clients",
-    )
-    memory.add_argument(
-        "--consumer",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a client setting (repeatable): librdkafka's dotted names go to confluent, e.g. "
-        "fetch.queue.backoff.ms=50; the Python clients' names to aiokafka and kafka-python, "
-        "e.g. max_partition_fetch_bytes=65536",
-    )
+    add_flags(memory, _FLAGS)
     fill = memory.add_mutually_exclusive_group()
-    fill.add_argument("--fill", type=positive_seconds, default=120.0, metavar="S")
-    fill.add_argument("--fill-events", type=at_least_one, default=None, metavar="N")
-    memory.add_argument("--consume", type=positive_seconds, default=250.0, metavar="S")
-    memory.add_argument("--event-bytes", type=at_least_one, default=8192)
-    memory.add_argument(
-        "--max-backlog-mib",
+    fill.add_argument(
+        "--fill",
+        type=positive_seconds,
+        default=120.0,
+        metavar="S",
+        help="fill the topic for this long, as fast as the broker takes events (default 120)",
+    )
+    fill.add_argument(
+        "--fill-events",
         type=at_least_one,
-        default=4096,
-        help="never fill more than this (the local broker keeps every record in memory)",
-    )
-    memory.add_argument(
-        "--memory-limit-mib", type=at_least_one, default=None, help="cap each consumer's heap"
-    )
-    memory.add_argument(
-        "--malloc-arena-max", type=at_least_one, default=None, help="glibc's MALLOC_ARENA_MAX"
-    )
-    memory.add_argument(
-        "--trim-after-drain",
-        action="store_true",
-        help="malloc_trim(0) in the consumer once drained: what stays is held, not cached",
-    )
-    memory.add_argument(
-        "--python-heap",
-        action="store_true",
-        help="trace the Python clients' heap with tracemalloc (off by default: it slows "
-        "pure-Python clients, kafka-python's first message came at 12 s instead of 4 s on the "
-        "development machine, and its own bookkeeping, reported apart, adds to RSS)",
+        default=None,
+        metavar="N",
+        help="fill the topic with N events instead (never more than --max-backlog-mib)",
     )
     add_lab_arguments(memory, only=("kafka_bootstrap", "replication"))
-    memory.add_argument("--no-analyze", action="store_true", help="skip the analysis and report")
-    memory.add_argument("--run-id", default=None, help="run name (default: the next free one)")
-    memory.add_argument(
-        "--runs-dir", type=Path, default=None, help="where runs are written (default ./runs)"
-    )
+    add_session_arguments(memory, only=("run_id", "runs_dir", "no_analyze"))
     memory.set_defaults(main=main)
 
 

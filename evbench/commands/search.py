@@ -14,7 +14,7 @@ from evbench.commands import echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
-from evbench.session_args import add_session_arguments, session_kwargs
+from evbench.session_args import add_flags, add_session_arguments, session_kwargs
 
 if TYPE_CHECKING:
     from evbench.probejudge import Objective
@@ -55,6 +55,84 @@ show each system's capacity with its bracket and its probes.
 """
 
 
+# The flags of the plan: one table (evbench.session_args has the session's).
+_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "--from",
+        dict(
+            dest="from_per_s",
+            type=at_least_one,
+            default=500,
+            metavar="R",
+            help="the first probe's rate in events/s (default %(default)s)",
+        ),
+    ),
+    (
+        "--max",
+        dict(
+            dest="max_per_s",
+            type=at_least_one,
+            default=100_000,
+            metavar="R",
+            help="never probe above this rate (default %(default)s)",
+        ),
+    ),
+    (
+        "--resolution",
+        dict(
+            default="2%",
+            help="stop bisecting when the highest hold and the lowest break are this close: a "
+            "share of the rate (2%%) or a rate (50/s) (default %(default)s)",
+        ),
+    ),
+    (
+        "--hold",
+        dict(
+            type=_whole_seconds,
+            default=30,
+            metavar="S",
+            help="each probe's hold (default 30 s; longer at low rates, so that a probe has the "
+            "100 events the rule judges)",
+        ),
+    ),
+    (
+        "--confirm",
+        dict(
+            type=_whole_seconds,
+            default=120,
+            metavar="S",
+            help="the confirming hold of the answer, like 1k-long (default 120 s)",
+        ),
+    ),
+    (
+        "--slo",
+        dict(
+            default="",
+            help="a holding probe must also meet this, e.g. --slo 'e2e-p99<=200ms,lost<=0.1%%' "
+            "(quoted: < is the shell's) (the P99 from the intended send time; default: the "
+            "breaking-point rule alone)",
+        ),
+    ),
+    (
+        "--fresh",
+        dict(
+            action="store_true",
+            help="restart the system (and its broker) before every probe, the 2019 discipline "
+            "(default: warm, with --settle between probes)",
+        ),
+    ),
+    (
+        "--settle",
+        dict(
+            type=seconds,
+            default=10.0,
+            metavar="S",
+            help="between warm probes, wait until nothing has arrived for this long (default 10)",
+        ),
+    ),
+)
+
+
 def add(commands: argparse._SubParsersAction) -> None:
     search = commands.add_parser(
         "search",
@@ -64,63 +142,7 @@ def add(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_lab_arguments(search)
-    search.add_argument(
-        "--from",
-        dest="from_per_s",
-        type=at_least_one,
-        default=500,
-        metavar="R",
-        help="the first probe's rate in events/s (default %(default)s)",
-    )
-    search.add_argument(
-        "--max",
-        dest="max_per_s",
-        type=at_least_one,
-        default=100_000,
-        metavar="R",
-        help="never probe above this rate (default %(default)s)",
-    )
-    search.add_argument(
-        "--resolution",
-        default="2%",
-        help="stop bisecting when the highest hold and the lowest break are this close: a share "
-        "of the rate (2%%) or a rate (50/s) (default %(default)s)",
-    )
-    search.add_argument(
-        "--hold",
-        type=_whole_seconds,
-        default=30,
-        metavar="S",
-        help="each probe's hold (default 30 s; longer at low rates, so that a probe has the "
-        "100 events the rule judges)",
-    )
-    search.add_argument(
-        "--confirm",
-        type=_whole_seconds,
-        default=120,
-        metavar="S",
-        help="the confirming hold of the answer, like 1k-long (default 120 s)",
-    )
-    search.add_argument(
-        "--slo",
-        default="",
-        help="a holding probe must also meet this, e.g. --slo 'e2e-p99<=200ms,lost<=0.1%%' "
-        "(quoted: < is the shell's) (the P99 from the intended send time; default: the "
-        "breaking-point rule alone)",
-    )
-    search.add_argument(
-        "--fresh",
-        action="store_true",
-        help="restart the system (and its broker) before every probe, the 2019 discipline "
-        "(default: warm, with --settle between probes)",
-    )
-    search.add_argument(
-        "--settle",
-        type=seconds,
-        default=10.0,
-        metavar="S",
-        help="between warm probes, wait until nothing has arrived for this long (default 10)",
-    )
+    add_flags(search, _FLAGS)
     add_knob_arguments(search)
     add_session_arguments(
         search,
