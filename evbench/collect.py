@@ -15,10 +15,18 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
-from contract.documents import RunDoc
+from contract.documents import RunDoc, RunStatus
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.lines import (
+    ReceiverStats,
+    SenderDone,
+    SenderRecord,
+    parse_sender_line,
+    parse_sender_record,
+)
 from contract.records import RUN_JSON_VERSION
 from contract.recordshare import fetch_all
 from evbench.rundoc import (
@@ -45,12 +53,13 @@ def collect(
     """Fetch every sender's and receiver's records into a new SUT directory and write its
     run.json; returns the directory."""
     staging = runs_dir / f".collecting-{sut}"
-    summaries = []
     for url in senders:
         fetched = fetch_all(url, staging / "sent")
         echo(f"{url}: {len(fetched)} files")
-    for path in sorted((staging / "sent").glob("_sender-w*.json")):
-        summaries.append(json.loads(path.read_text()))
+    summaries = [
+        parse_sender_record(json.loads(path.read_text()), str(path))
+        for path in sorted((staging / "sent").glob("_sender-w*.json"))
+    ]
     if not summaries:
         raise EvbenchError(
             f"no sender summary (_sender-w<k>.json) at {', '.join(senders)}: did the senders "
@@ -76,8 +85,8 @@ def collect(
 def collected_document(
     run_id: str,
     sut: str,
-    summaries: list[dict],
-    receiver_stats: list[dict],
+    summaries: list[SenderRecord],
+    receiver_stats: list[ReceiverStats],
     sender_urls: list[str],
     receiver_urls: list[str],
 ) -> RunDoc:
@@ -86,12 +95,14 @@ def collected_document(
     settings = _settings(summaries[0]["argv"])
     knobs = settings.knobs
     pace = resolve_pace(settings.pace)
-    summary = summaries[0] if len(summaries) == 1 else merged_done(summaries)
+    summary = done_line(summaries[0]) if len(summaries) == 1 else merged_done(summaries)
     failures = []
     if failed := summary.get("failed_workers"):
         lost = "; ".join(f"worker {i}: {why}" for i, why in sorted(failed.items()))
         failures.append(f"sender fleet lost {len(failed)} of {summary['workers']} workers ({lost})")
-    status = "failed" if failures else "interrupted" if summary["interrupted"] else "completed"
+    status: RunStatus = (
+        "failed" if failures else "interrupted" if summary["interrupted"] else "completed"
+    )
     sender_hosts = sorted({s.get("host", "?") for s in summaries})
     receiver_hosts = sorted({urllib.parse.urlsplit(u).hostname or "?" for u in receiver_urls})
     return {
@@ -122,29 +133,41 @@ def collected_document(
     }
 
 
+def done_line(record: SenderRecord) -> SenderDone:
+    """The done line a sender printed, from the record it left beside its records (which adds
+    where it ran and its settings): run.json keeps a sender's done line, as a fleet's."""
+    beside = ("host", "argv")
+    summary = {key: value for key, value in record.items() if key not in beside}
+    line = parse_sender_line({"event": "done", **summary})
+    assert line is not None and line["event"] == "done"
+    return line
+
+
 def _settings(argv: list[str]) -> SenderSettings:
     parser = argparse.ArgumentParser(prog="a collected sender's settings")
     add_sender_arguments(parser)
     return settings_from_args(parser.parse_args(argv))
 
 
-def _receiver_stats(url: str) -> dict:
+def _receiver_stats(url: str) -> ReceiverStats:
     with urllib.request.urlopen(url.rstrip("/") + "/stats", timeout=10) as answer:
-        return json.load(answer)
+        stats: ReceiverStats = json.load(answer)  # receivers.server's GET /stats
+    return stats
 
 
-def _summed(stats: list[dict]) -> dict:
+def _summed(stats: list[ReceiverStats]) -> ReceiverStats:
     """Several receivers' counters as one: counts add up, first and last stamps are the
     earliest and latest; anything else is the first receiver's."""
     if len(stats) == 1:
         return stats[0]
-    out = dict(stats[0])
-    for key, value in out.items():
-        values = [s[key] for s in stats if s.get(key) is not None]
+    out: dict[str, object] = dict(stats[0])
+    for key, value in stats[0].items():
+        values = [v for s in stats if isinstance(v := s.get(key), int)]
         if key.startswith("first_") and values:
             out[key] = min(values)
         elif key.startswith("last_") and values:
             out[key] = max(values)
         elif isinstance(value, int) and not isinstance(value, bool):
             out[key] = sum(values)
-    return out
+    # The first receiver's keys, each holding what it held: still its counters' type.
+    return cast(ReceiverStats, out)

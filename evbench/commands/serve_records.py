@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from contract.argtypes import port_number, positive_seconds
+from contract.lines import Listening
 from contract.recordshare import server
 from evbench.commands import Subcommands
 
@@ -39,9 +40,8 @@ def add(commands: Subcommands) -> None:
 def main(args: argparse.Namespace) -> int:
     httpd = server(args.directory, args.host, args.port)
     # A line for a supervisor (or a test) that started it with port 0.
-    print(
-        json.dumps({"event": "listening", "host": args.host, "port": httpd.server_port}), flush=True
-    )
+    listening: Listening = {"event": "listening", "host": args.host, "port": httpd.server_port}
+    print(json.dumps(listening), flush=True)
     if args.for_s is not None:
         threading.Timer(args.for_s, httpd.shutdown).start()
     try:
