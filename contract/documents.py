@@ -134,6 +134,12 @@ class ComponentDescription(TypedDict):
     pid: int
 
 
+class ConsumerLagDescription(TypedDict):
+    interval_s: float
+    last_total: int | None  # the last sample's lag over every partition
+    sample_errors: int
+
+
 class SutDescription(TypedDict, total=False):
     """run.json's `sut_settings`: what suts.driver.Sut.describe() says of the system (the lab's
     settings, its Kafka topic, its processes, their readiness and final counters), and whether
@@ -146,7 +152,8 @@ class SutDescription(TypedDict, total=False):
     components: dict[str, ComponentDescription]  # by role
     readiness: dict[str, object]  # each role's /ready answer, and the wait as `waited_s`
     final_stats: dict[str, dict[str, int]]  # each role's stopped line's counters
-    died: bool
+    died: list[str]  # the roles whose processes exited during the run
+    consumer_lag: ConsumerLagDescription  # a system on a topic: how its lag was sampled
 
 
 class RunDoc(TypedDict):

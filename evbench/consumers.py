@@ -56,7 +56,7 @@ def consumer_specs(names: str, extra: tuple[str, ...] = ()) -> list[ConsumerSpec
         if not sep or not key.strip():
             raise ValueError(f"--consumer '{item}' must be KEY=VALUE")
         overrides.append((key.strip(), value.strip()))
-    specs = []
+    specs: list[ConsumerSpec] = []
     for name in (n.strip() for n in names.split(",") if n.strip()):
         if name not in CONSUMERS:
             raise ValueError(f"unknown consumer '{name}': use {', '.join(CONSUMERS)}")

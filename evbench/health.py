@@ -9,6 +9,8 @@ from __future__ import annotations
 import signal
 from dataclasses import replace
 
+from contract.documents import NotReported
+from contract.lines import ReceiverStats, SenderDone
 from receivers.limits import Limits
 
 
@@ -29,7 +31,9 @@ def exit_text(code: int) -> str:
     return f"exit {code}"
 
 
-def receiver_failure(died_during_run: bool, exit_code: int, final_stats: dict) -> str | None:
+def receiver_failure(
+    died_during_run: bool, exit_code: int, final_stats: ReceiverStats | NotReported
+) -> str | None:
     """How the receiver ended, when that makes its records untrustworthy (None: it did not).
 
     A healthy receiver, stopped by SIGTERM, flushes, prints its stopped line with its stats and
@@ -50,28 +54,28 @@ def receiver_failure(died_during_run: bool, exit_code: int, final_stats: dict) -
 _INSTRUMENT_REFUSALS = ("413", "414", "431", "503")
 
 
-def receiver_refusals(stats: dict) -> str | None:
+def receiver_refusals(stats: ReceiverStats | NotReported) -> str | None:
     """Deliveries the receiver refused, could not parse for its own fault, or could not write:
     the events they carried would count as lost to the system under test."""
+    if not stats:
+        return None
     refused = {
-        code: n
-        for code, n in (stats.get("refused") or {}).items()
-        if code in _INSTRUMENT_REFUSALS and n
+        code: n for code, n in stats["refused"].items() if code in _INSTRUMENT_REFUSALS and n
     }
     parts = [f"{n} answered {code}" for code, n in sorted(refused.items())]
-    for key, what in (
-        ("internal_errors", "failed inside the receiver (500)"),
-        ("quarantined", "could not be written (see received-quarantine.jsonl)"),
-        ("unwritten_rows", "were never written"),
+    for count, what in (
+        (stats["internal_errors"], "failed inside the receiver (500)"),
+        (stats["quarantined"], "could not be written (see received-quarantine.jsonl)"),
+        (stats["unwritten_rows"], "were never written"),
     ):
-        if stats.get(key):
-            parts.append(f"{stats[key]} {what}")
+        if count:
+            parts.append(f"{count} {what}")
     if not parts:
         return None
     return "receiver turned deliveries away by its own limits or faults: " + ", ".join(parts)
 
 
-def sender_failure(exit_code: int, summary: dict | None) -> str | None:
+def sender_failure(exit_code: int, summary: SenderDone | None) -> str | None:
     """How the sender ended, when its records do not cover the pace it was given (None: they
     do). 130 is an interrupted sender that stopped scheduling and flushed, as asked. A fleet
     that lost workers finished without their share of the pace."""

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract.documents import RunStatus, SenderClock
+from contract.documents import NotReported, RunStatus, SearchSenderSummary, SutDescription
 from contract.layout import SutDir
+from contract.lines import ReceiverStats, SenderClock, SenderDone
 from loadgen.pace import Pace
 from loadgen.settings import SendKnobs
 from suts.lab import LabSettings
@@ -69,9 +70,13 @@ class RunOutcome:
 
     sut_dir: SutDir
     status: RunStatus  # completed | interrupted | failed (run.json says running until the end)
-    sender: dict[str, Any] = field(default_factory=dict)  # the sender's done line
-    receiver: dict[str, Any] = field(default_factory=dict)  # the receiver's final stats
-    sut: dict[str, Any] = field(default_factory=dict)  # the system's description
+    # The sender's done line (a search's: its probes'), {} until it finished.
+    sender: SenderDone | SearchSenderSummary | NotReported = field(
+        default_factory=lambda: NotReported()
+    )
+    # The receiver's final counters, {} until it stopped and said them.
+    receiver: ReceiverStats | NotReported = field(default_factory=lambda: NotReported())
+    sut: SutDescription = field(default_factory=lambda: SutDescription())
     sut_died: list[str] = field(default_factory=list)
     # Why the instruments cannot be trusted (any entry fails the run; analysis says so too).
     instrument_failures: list[str] = field(default_factory=list)

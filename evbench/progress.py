@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contract.lines import SenderProgress, StepEnd
+
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
 
-def progress_line(doc: dict, steps_total: int, received: int | None) -> str:
+def progress_line(doc: SenderProgress, steps_total: int, received: int | None) -> str:
     """A sender 'progress' event as one line: the step's pace vs what the last second achieved."""
     label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
     return (
@@ -17,7 +19,7 @@ def progress_line(doc: dict, steps_total: int, received: int | None) -> str:
     )
 
 
-def _fleet(doc: dict) -> str:
+def _fleet(doc: SenderProgress) -> str:
     """A fleet's progress: whose lag p99 that is, how many workers reported, who failed."""
     if "workers_reporting" not in doc:
         return ""
@@ -27,7 +29,7 @@ def _fleet(doc: dict) -> str:
     return text
 
 
-def step_line(doc: dict, steps_total: int, received: int | None) -> str:
+def step_line(doc: StepEnd, steps_total: int, received: int | None) -> str:
     """A sender 'step_end' event: the step's target against its achieved send rate."""
     label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
     target = doc["target_rate_per_s"]

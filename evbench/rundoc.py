@@ -10,19 +10,24 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
+from typing import cast
 
 from contract.documents import (
     ClockDoc,
+    NotReported,
     PaceDoc,
     RunDoc,
     RunStatus,
-    SenderClock,
+    SearchSenderSummary,
     SenderDoc,
 )
 from contract.layout import SutDir
+from contract.lines import SenderClock, SenderDone
 from contract.records import RUN_JSON_VERSION
+from contract.units import NS_PER_MS
 from evbench.options import RunOutcome, SessionOptions
 from loadgen.pace import Pace
 from loadgen.settings import SendKnobs
@@ -100,7 +105,7 @@ def run_document(
         "instrument_failures": outcome.instrument_failures,
         "pace": pace_document(pace),
         "schedule": {
-            "start_ns": outcome.schedule_start_ns or sender.get("start_ns"),
+            "start_ns": outcome.schedule_start_ns or _start_ns(sender),
             "step_gap_s": knobs.step_gap_s,
             "warmup": knobs.warmup if has_warmup else None,
         },
@@ -111,7 +116,7 @@ def run_document(
         "hosts": {"sender": env.host, "receiver": env.host},
         "clock": clock_document(
             sender_clocks(sender) or outcome.sender_clocks,
-            round(opts.receiver_clock_shift_ms * 1_000_000),
+            round(opts.receiver_clock_shift_ms * NS_PER_MS),
         ),
         "peak_rss_bytes": peak_rss_bytes,
         "versions": env.versions,
@@ -132,7 +137,14 @@ def pace_document(pace: Pace) -> PaceDoc:
     }
 
 
-def sender_document(knobs: SendKnobs, workers: int, summary: dict) -> SenderDoc:
+def _start_ns(summary: Mapping[str, object]) -> int | None:
+    start_ns = summary.get("start_ns")
+    return start_ns if isinstance(start_ns, int) else None
+
+
+def sender_document(
+    knobs: SendKnobs, workers: int, summary: SenderDone | SearchSenderSummary | NotReported
+) -> SenderDoc:
     return {
         "engine": SENDER_ENGINE,
         "max_inflight": knobs.max_inflight,
@@ -143,14 +155,15 @@ def sender_document(knobs: SendKnobs, workers: int, summary: dict) -> SenderDoc:
     }
 
 
-def sender_clocks(line: dict | None) -> dict[str, SenderClock]:
-    """Each worker's clock offsets from a sender's start or done line (one sender: worker 0;
-    a fleet: every worker by index)."""
+def sender_clocks(line: Mapping[str, object] | None) -> dict[str, SenderClock]:
+    """Each worker's clock offsets from a sender's start or done line, or its summary (one
+    sender: worker 0; a fleet: every worker by index)."""
     if not line:
         return {}
-    if "clocks" in line:
-        return dict(line["clocks"])
-    return {str(line.get("worker", 0)): line["clock"]} if line.get("clock") else {}
+    if isinstance(clocks := line.get("clocks"), dict):
+        return cast(dict[str, SenderClock], dict(clocks))
+    clock = line.get("clock")
+    return {str(line.get("worker", 0)): cast(SenderClock, clock)} if clock else {}
 
 
 def clock_document(

@@ -10,12 +10,13 @@ from __future__ import annotations
 import queue
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
+from contract.documents import NotReported
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, sut_dir_for
+from contract.lines import SenderDone, SenderLine, parse_sender_line
 from contract.procs import Child
 from evbench.health import sender_failure
 from evbench.options import RunOptions, RunOutcome
@@ -68,7 +69,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     end)."""
     driver_for(opts.sut)  # an unknown name fails here, before anything is created
     # A bad warmup fails here, before anything is created.
-    has_warmup = bool(opts.send.warmup) and parse_warmup(opts.send.warmup) is not None
+    has_warmup = opts.send.warmup is not None and parse_warmup(opts.send.warmup) is not None
     session = Session.open(opts, opts.pace.name, echo, make)
     pace = opts.pace
     echo(
@@ -92,17 +93,17 @@ def _drive(session: Session, opts: RunOptions, interrupts: _Interrupts, live: bo
     sender = session.start_senders(session.sender_settings(opts.pace.spec))
     interrupts.sender = sender
     summary, silent = _follow_sender(session, sender, opts, live)
-    outcome.sender = summary or {}
+    outcome.sender = summary if summary is not None else NotReported()
     if failure := silent or sender_failure(sender.wait(timeout_s=30), summary):
         outcome.instrument_failures.append(failure)
         echo(f"instrument failed: {failure}; see {sender.log_path}")
     if session.receiver is not None and session.receiver.alive():
         # A sender that died says nothing of what it had acked: wait until quiet.
-        expected = outcome.sender.get("ok", 0) if summary else sys.maxsize
+        expected = summary["ok"] if summary is not None else sys.maxsize
         outcome.grace = session.stragglers(expected, interrupts=lambda: interrupts.count)
-        if not summary:
+        if summary is None:
             outcome.grace["expected"] = None  # unknown: the sender died before saying
-    stopped_early = interrupts.count or outcome.sender.get("interrupted")
+    stopped_early = interrupts.count or (summary is not None and summary["interrupted"])
     outcome.status = "interrupted" if stopped_early else "completed"
 
 
@@ -120,7 +121,7 @@ class _Follow:
 
 def _follow_sender(
     session: Session, sender: Child, opts: RunOptions, live: bool
-) -> tuple[dict[str, Any] | None, str | None]:
+) -> tuple[SenderDone | None, str | None]:
     """The sender's final summary (None if it ended without one) and, if it had to be stopped
     for going silent, why."""
     follow = _Follow(len(opts.pace.steps), live)
@@ -134,9 +135,12 @@ def _follow_sender(
         if doc is None:
             return None, None
         _watch_instruments(session, sender, follow)
-        if doc.get("event") == "done":
-            return doc, None
-        _on_line(session, doc, follow)
+        line = parse_sender_line(doc)  # the one place the sender's output is read
+        if line is None:
+            continue  # a kind this orchestration does not know: a newer sender's
+        if line["event"] == "done":
+            return line, None
+        _on_line(session, line, follow)
 
 
 def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None:
@@ -157,30 +161,32 @@ def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None
         echo(f"{name}: {', '.join(sorted(newly_dead))} exited during the run; going on")
 
 
-def _on_line(session: Session, doc: dict[str, Any], follow: _Follow) -> None:
+def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:
     """One line of the sender's (other than done): recorded, printed or watched."""
-    kind, echo = doc.get("event"), session.echo
-    if kind == "start":
+    echo = session.echo
+    if line["event"] == "start":
         # Written before the first slot, so that a run whose sender (or this process) dies is
         # still analysed up to where its records end.
-        session.outcome.schedule_start_ns = int(doc["start_ns"])
-        session.outcome.sender_clocks = sender_clocks(doc)
+        session.outcome.schedule_start_ns = line["start_ns"]
+        session.outcome.sender_clocks = sender_clocks(line)
         session.record("running")
-    elif kind == "fleet_worker":
-        session.sampler.watch(f"sender-w{doc['index']}", doc["pid"])
-    elif kind == "progress":
+    elif line["event"] == "fleet_worker":
+        session.sampler.watch(f"sender-w{line['index']}", line["pid"])
+    elif line["event"] == "progress":
         follow.progress_count += 1
         if follow.live or follow.progress_count % _LOG_PROGRESS_EVERY == 0:
-            _show(progress_line(doc, follow.steps_total, _received(session)), follow, echo)
-    elif kind == "step_end":
+            _show(progress_line(line, follow.steps_total, _received(session)), follow, echo)
+    elif line["event"] == "step_end":
         if follow.pending_live:
             sys.stderr.write("\r\033[K")
             follow.pending_live = False
-        echo(step_line(doc, follow.steps_total, _received(session)))
-    elif kind == "draining":
-        echo(f"waiting up to {doc['timeout_s']:g} s for {doc['inflight']} in-flight answers")
-    elif kind in ("warning", "output"):
-        echo(f"sender: {doc.get('message') or doc.get('text')}")
+        echo(step_line(line, follow.steps_total, _received(session)))
+    elif line["event"] == "draining":
+        echo(f"waiting up to {line['timeout_s']:g} s for {line['inflight']} in-flight answers")
+    elif line["event"] == "warning":
+        echo(f"sender: {line['message']}")
+    elif line["event"] == "output":
+        echo(f"sender: {line['text']}")
 
 
 def _show(line: str, follow: _Follow, echo: Echo) -> None:
@@ -199,20 +205,26 @@ def _received(session: Session) -> int | None:
 
 def _echo_summary(outcome: RunOutcome, echo: Echo) -> None:
     sender, receiver = outcome.sender, outcome.receiver
-    ok = sender.get("ok", 0)
-    received = receiver.get("received", 0)
+    sent, ok, failures = (_count(sender, k) for k in ("sent", "ok", "failures"))
+    received = _count(receiver, "received")
     echo(
-        f"{outcome.status}: sent {sender.get('sent', 0)}, acked {ok}, "
-        f"send failures {sender.get('failures', 0)}, received {received}, "
-        f"acked but not received {max(0, ok - received)}; records in {outcome.sut_dir.root}"
+        f"{outcome.status}: sent {sent}, acked {ok}, send failures {failures}, received "
+        f"{received}, acked but not received {max(0, ok - received)}; records in "
+        f"{outcome.sut_dir.root}"
     )
     for failure in outcome.instrument_failures:
         echo(f"instrument failed: {failure}")
     if outcome.status == "interrupted":
         echo(
-            f"interrupted run kept {sender.get('rows_written', 0)} sent and "
-            f"{receiver.get('rows_written', 0)} received records; run.json says interrupted"
+            f"interrupted run kept {_count(sender, 'rows_written')} sent and "
+            f"{_count(receiver, 'rows_written')} received records; run.json says interrupted"
         )
+
+
+def _count(doc: Mapping[str, object], key: str) -> int:
+    """A count of a summary that may not have been reported (0 then)."""
+    value = doc.get(key, 0)
+    return value if isinstance(value, int) else 0
 
 
 def run_matrix(

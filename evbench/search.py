@@ -30,9 +30,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
-from contract.documents import RunStatus, SearchDoc, SearchProbeDoc
+from contract.documents import (
+    RunStatus,
+    SearchDoc,
+    SearchProbeDoc,
+    SearchResultDoc,
+    SearchSenderSummary,
+)
 from contract.errors import EvbenchError
 from contract.layout import SutDir
+from contract.lines import SenderDone, parse_sender_line
 from contract.parquet import part_files
 from evbench.health import receiver_refusals, sender_failure
 from evbench.options import SessionOptions
@@ -63,7 +70,7 @@ class _Probed:
     verdict: str
     reasons: tuple[str, ...]
     figures: dict[str, Any]
-    sender: dict[str, Any]
+    sender: SenderDone
     restarted: str | None  # why the system was started afresh before this probe
 
 
@@ -209,7 +216,7 @@ class _Search:
         probe: Probe,
         step: int,
         records: ProbeRecords,
-        done: dict[str, Any],
+        done: SenderDone,
         restarted: str | None,
     ) -> _Probed:
         """The probe's verdict from its records, said and kept."""
@@ -229,11 +236,11 @@ class _Search:
             + f" (e2e P99 {figures.e2e_p99_ms or float('nan'):.1f} ms)"
         )
         return _Probed(
-            probe, step, done["start_ns"], verdict.verdict, verdict.reasons,
+            probe, step, done["start_ns"] or 0, verdict.verdict, verdict.reasons,
             asdict(figures), done, restarted,
         )  # fmt: skip
 
-    def _send(self, settings: SenderSettings, step: int, probe: Probe) -> dict[str, Any]:
+    def _send(self, settings: SenderSettings, step: int, probe: Probe) -> SenderDone:
         """One probe's sender (or fleet) from start to its done line; its failures raise."""
         session = self.session
         name = f"probe-{step}" if self.opts.workers > 1 else f"sender-{step}"
@@ -242,7 +249,7 @@ class _Search:
         try:
             sender = session.start_senders(settings, name)
             log = sender.log_path
-            done = sender.wait_for("done", timeout_s)
+            done = _done_line(sender.wait_for("done", timeout_s))
             code = sender.wait(30)
         except (RuntimeError, TimeoutError, queue.Empty, subprocess.TimeoutExpired) as exc:
             raise _InstrumentFailed(
@@ -270,13 +277,13 @@ class _Search:
         steps = [p.probe for p in probed] + ([self.pending] if self.pending else [])
         spec = ",".join(f"{p.rate_per_s}:{p.hold_s}" for p in steps)
         start_ns = probed[0].start_ns if probed else None
-        session.outcome.sender = {
-            "start_ns": start_ns,
-            "sent": sum(p.sender["sent"] for p in probed),
-            "ok": sum(p.sender["ok"] for p in probed),
-            "failures": sum(p.sender["failures"] for p in probed),
-            "probes": [p.sender for p in probed],
-        }
+        session.outcome.sender = SearchSenderSummary(
+            start_ns=start_ns,
+            sent=sum(p.sender["sent"] for p in probed),
+            ok=sum(p.sender["ok"] for p in probed),
+            failures=sum(p.sender["failures"] for p in probed),
+            probes=[p.sender for p in probed],
+        )
         session.outcome.schedule_start_ns = start_ns
         if session.sut is not None:  # while it runs; stopped, its description is final
             session.outcome.sut = session.sut.describe()
@@ -309,7 +316,7 @@ class _Search:
             "workers": opts.workers,
             "objective": asdict(opts.objective),
             "probes": probes,
-            "result": asdict(result) if result is not None else None,
+            "result": _result_doc(result) if result is not None else None,
             "minutes": round((time.time_ns() - started_ns) / 60e9, 2),
         }
 
@@ -326,11 +333,33 @@ def _wait_until_written(session: Session, timeout_s: float = 10.0) -> None:
     counted = session.received()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        stats = session.receiver_stats() or {}
-        if stats.get("rows_written", 0) + stats.get("quarantined", 0) >= counted:
+        stats = session.receiver_stats()
+        if stats is not None and stats["rows_written"] + stats["quarantined"] >= counted:
             return
         time.sleep(0.1)
     raise _InstrumentFailed(f"the receiver did not write its records within {timeout_s:g} s")
+
+
+def _done_line(doc: dict[str, Any]) -> SenderDone:
+    """The sender's done line as its type (the search waited for that event)."""
+    line = parse_sender_line(doc)
+    if line is None or line["event"] != "done":
+        raise _InstrumentFailed(f"the sender's last line was not its summary: {doc}")
+    if line["start_ns"] is None:  # a fleet whose every worker failed before it started
+        raise _InstrumentFailed(f"the sender never started: {line.get('failed_workers')}")
+    return line
+
+
+def _result_doc(result: Result) -> SearchResultDoc:
+    return {
+        "max_sustainable_per_s": result.max_sustainable_per_s,
+        "highest_hold_per_s": result.highest_hold_per_s,
+        "lowest_break_per_s": result.lowest_break_per_s,
+        "why": result.why,
+        "symptom": list(result.symptom),
+        "workers_needed": result.workers_needed,
+        "probes": result.probes,
+    }
 
 
 def _records(sent_parts: list[Path], received_parts: list[Path]) -> ProbeRecords:

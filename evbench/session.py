@@ -25,13 +25,14 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
-from contract.documents import RunDoc, RunStatus
+from contract.documents import NotReported, RunDoc, RunStatus
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.lines import ReceiverStats
 from contract.procs import Child
 from evbench.health import grace_verdict, receiver_failure, receiver_limits
 from evbench.instruments import start_receiver
@@ -110,7 +111,7 @@ class Session:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        return self.teardown.__exit__(kind, exc, tb)
+        return bool(self.teardown.__exit__(kind, exc, tb))
 
     def document(self, pace: Pace, status: RunStatus | None, has_warmup: bool = False) -> RunDoc:
         """run.json as of now: what the session knew, with the policy's pace."""
@@ -145,13 +146,13 @@ class Session:
         self.sampler.watch("receiver", self.receiver.pid)
         return self.base_url
 
-    def receiver_stats(self) -> dict[str, Any] | None:
+    def receiver_stats(self) -> ReceiverStats | None:
         """The receiver's counters now (None if it does not answer)."""
         try:
-            stats: dict[str, Any] = self.client.get(f"{self.base_url}/stats").json()
+            doc = self.client.get(f"{self.base_url}/stats").json()
         except (httpx.HTTPError, ValueError):
             return None
-        return stats
+        return as_receiver_stats(doc)
 
     def received(self) -> int:
         """Deliveries the receiver has counted; an unanswering receiver is an instrument
@@ -213,9 +214,11 @@ class Session:
         if lag is not None:
             lag.stop()
         described = sut.describe()
-        self.outcome.sut = {**described, "final_stats": sut.stop(), "died": self.outcome.sut_died}
+        described["final_stats"] = sut.stop()
+        described["died"] = self.outcome.sut_died
+        self.outcome.sut = described
         if lag is not None:
-            self.outcome.sut["consumer_lag"] = {
+            described["consumer_lag"] = {
                 "interval_s": self.opts.lag_interval_s,
                 "last_total": lag.last_total_lag,
                 "sample_errors": lag.errors,
@@ -278,7 +281,7 @@ class Session:
             return
         died = not receiver.alive()
         code = receiver.stop()
-        self.outcome.receiver = receiver.final_report()
+        self.outcome.receiver = as_receiver_stats(receiver.final_report()) or NotReported()
         # Every delivery after its death, or left unwritten, would count as lost.
         if failure := receiver_failure(died, code, self.outcome.receiver):
             self.outcome.instrument_failures.append(failure)
@@ -296,8 +299,16 @@ class Session:
         return False
 
 
+def as_receiver_stats(doc: object) -> ReceiverStats | None:
+    """The receiver's counters (its GET /stats, its stopped line's stats) as their type; None
+    when `doc` is not them (the receiver never said them)."""
+    if not isinstance(doc, dict) or ReceiverStats.__required_keys__ - doc.keys():
+        return None
+    return cast(ReceiverStats, doc)
+
+
 def wait_for_stragglers(
-    stats: Callable[[], dict[str, Any] | None],
+    stats: Callable[[], ReceiverStats | None],
     expected: int,
     grace_s: float,
     cap_s: float,
@@ -306,7 +317,8 @@ def wait_for_stragglers(
     """Wait until the receiver holds `expected` deliveries, or nothing new came for `grace_s`,
     or `cap_s` passed; returns how it ended."""
     started = last_change = time.monotonic()
-    last = (stats() or {"received": 0})["received"]
+    first = stats()
+    last = first["received"] if first is not None else 0
     while True:
         now = time.monotonic()
         # After a Ctrl-C the user wants out: a short grace; after a second one, none.

@@ -77,7 +77,7 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
 )  # fmt: skip
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     memory = commands.add_parser(
         "memory",
         help="measure Kafka consumers' memory while they drain a backlog",

@@ -15,7 +15,7 @@ from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser(
         "run",
         help="run a pace against a system under test and record every event",

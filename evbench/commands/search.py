@@ -133,7 +133,7 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def add(commands: argparse._SubParsersAction) -> None:
+def add(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     search = commands.add_parser(
         "search",
         help="find the highest rate a system sustains (grow, bisect, confirm)",

@@ -2,6 +2,7 @@ import pytest
 
 from contract.errors import EvbenchError
 from contract.layout import new_sut_dir, next_run_id
+from contract.lines import ReceiverStats
 from evbench.health import grace_verdict, receiver_failure, receiver_limits, sender_failure
 from evbench.options import RunOptions
 from evbench.progress import progress_line, step_line
@@ -43,7 +44,7 @@ def test_lines_show_target_achieved_lag_failures_received():
         "achieved_send_rate_per_s": 1188.0,
         "lag_p99_ms": 0.95,
         "failures": 2,
-        "inflight_cap_hits": 0,
+        "inflight_cap_refused": 0,
     }
     line = step_line(step, 12, 35000)
     for part in (
@@ -74,7 +75,15 @@ def test_lines_show_target_achieved_lag_failures_received():
     assert "(worker 1, 1 reporting) FAILED: 0" in progress_line(failed, 12, None)
 
 
-STATS = {"received": 10, "rows_written": 10}
+# A receiver's final counters, every key its type requires (contract.lines.ReceiverStats).
+STATS = {
+    **dict.fromkeys(ReceiverStats.__required_keys__, 0),
+    "refused": {},
+    "first_received_ns": None,
+    "last_received_ns": None,
+    "received": 10,
+    "rows_written": 10,
+}
 
 
 @pytest.mark.parametrize(
