@@ -42,5 +42,5 @@ def with_run_columns(df: DataFrame, sut: str, start_ns: int) -> DataFrame:
 
     In the chain, `sut` is the job's key for one SUT directory (`s0`, `s1`, ...), not the SUT's
     name: directories of different runs may hold systems of the same name. Names come back from
-    run.json when the job writes each directory's summary (analysis/job.py)."""
+    run.json when the job writes each directory's summary (analysis.summary)."""
     return df.withColumn("sut", F.lit(sut)).withColumn("start_ns", F.lit(start_ns).cast("long"))

@@ -11,7 +11,8 @@ steps (a delivery that lands in the next step's seconds, a bucket straddling a s
 `merge_seconds` and `merge_points` finish them on the driver, from a few rows per second.
 
 Before, each of these was a Spark job of its own over the joined events, six shuffles of
-millions of rows where one does; the rules are DESIGN §4's and the same as then.
+millions of rows where one does. The rules are DESIGN §4's, applied by analysis.steprule, as the
+search's probe judge applies them.
 
 The group whose `step` is null holds the foreign deliveries (ids received, never sent): its step
 row carries their count (`foreign`) and nothing else.

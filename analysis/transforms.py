@@ -146,7 +146,7 @@ def with_rule_columns(events: DataFrame, keep: Sequence[str]) -> DataFrame:
 
 
 def step_inputs(rows: DataFrame) -> DataFrame:
-    """The raw columns a step group needs (analysis.steps.INPUT_COLUMNS): outcomes and
+    """The raw columns a step group needs (analysis.steprule.INPUT_COLUMNS): outcomes and
     latencies are derived on the Python side, where they cost nothing to compute, instead of
     crossing to it as a dozen more columns."""
     refused = F.coalesce(F.col("error") == F.lit(INFLIGHT_CAP_ERROR), F.lit(False))
