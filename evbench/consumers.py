@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from contract.errors import EvbenchError
+from contract.lines import parse_consumer_line
 from contract.procs import Child
 from suts.settings import LabSettings
 
@@ -231,11 +233,17 @@ def read_text(path: Path) -> str:
 
 
 def _read(child: Child, latest: _Latest) -> None:
+    """The consumer's lines, parsed once into their types (contract.lines) as they come."""
     while (doc := child.lines.get()) is not None:
-        kind = doc.get("event")
-        if kind == "progress":
-            latest.progress = doc
-        elif kind == "trimmed":
-            latest.trimmed = doc
-        elif kind == "done":
-            latest.done = doc
+        try:
+            line = parse_consumer_line(doc)
+        except EvbenchError:  # a line short of its keys: the consumer's log says more
+            continue
+        if line is None:
+            continue
+        if line["event"] == "progress":
+            latest.progress = dict(line)
+        elif line["event"] == "trimmed":
+            latest.trimmed = dict(line)
+        elif line["event"] == "done":
+            latest.done = dict(line)

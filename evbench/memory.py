@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 from confluent_kafka import Producer
@@ -27,6 +27,13 @@ from confluent_kafka import Producer
 from analysis.memory import describe_lines, memory_figures, peak_table
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, safe_component
+from contract.memorydocs import (
+    FailedScenarioDoc,
+    MemoryDoc,
+    MemoryFiguresDoc,
+    PartitionLagDoc,
+    ScenarioDoc,
+)
 from contract.parquet import PartWriter
 from contract.records import MEMORY_SAMPLE_FIELDS, MemorySampleRow
 from evbench.consumers import (
@@ -86,7 +93,7 @@ def status_fields(text: str) -> dict[str, int]:
     return out
 
 
-def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[dict[str, str]]]:
+def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedScenarioDoc]]:
     """Every scenario in turn; returns the run's directory and the scenarios that failed.
     memory.json is rewritten after each scenario, so an interrupted or failing matrix keeps
     (and analyses) what it finished."""
@@ -96,11 +103,11 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[dict[str,
         raise EvbenchError(f"{root} already exists: choose another --run-id")
     root.mkdir(parents=True)
     options = replace(options, run_id=run_id, send=SendKnobs(payload_bytes=options.event_bytes))
-    rows: list[dict[str, Any]] = []
-    failed: list[dict[str, str]] = []
+    rows: list[ScenarioDoc] = []
+    failed: list[FailedScenarioDoc] = []
 
     def save(interrupted: bool = False) -> None:
-        doc = {"scenarios": rows, "failed": failed, "interrupted": interrupted}
+        doc: MemoryDoc = {"scenarios": rows, "failed": failed, "interrupted": interrupted}
         (root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
 
     for partitions in options.partitions:
@@ -129,7 +136,7 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[dict[str,
 
 def _scenario(
     options: MemoryOptions, spec: ConsumerSpec, partitions: int, echo: Echo
-) -> dict[str, Any]:
+) -> ScenarioDoc:
     """One consumer draining one backlog, as one session: the broker (a fresh Tansu, or the
     user's --kafka-bootstrap) and the consumer are stopped by the session's teardown."""
     session = Session.open(options, "memory", echo)
@@ -173,7 +180,7 @@ def _broker(session: Session, lab: LabSettings) -> str:
     return bootstrap
 
 
-def _say(result: dict[str, Any], group: str, topic: str, echo: Echo) -> None:
+def _say(result: ScenarioDoc, group: str, topic: str, echo: Echo) -> None:
     """What a scenario found, as seed 000 printed it."""
     for line in describe_lines(
         group, topic, [(r["partition"], r["committed"], r["end"]) for r in result["lag"]]
@@ -187,7 +194,7 @@ def _say(result: dict[str, Any], group: str, topic: str, echo: Echo) -> None:
         echo(f"  partitions never consumed: {', '.join(map(str, result['never_consumed']))}")
     for line in result["logged_errors"][:5]:
         echo(f"  consumer logged: {line}")
-    for failure in result["instrument_failures"]:
+    for failure in result.get("instrument_failures", []):
         echo(f"  instrument failed: {failure}")
 
 
@@ -262,7 +269,9 @@ def _consume(
     partitions: int,
     backlog: Backlog,
     session: Session,
-) -> dict[str, Any]:
+) -> ScenarioDoc:
+    """The consumer from its start to its end; the scenario's document without what comes
+    after (the fill's time, the lag, the partitions never consumed)."""
     # Every time of the scenario counts from here, on the wall clock (the consumer's own
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
@@ -304,11 +313,14 @@ def _consume(
         "log_tail": child.tail(10) if died or code != 0 else None,
         "logged_errors": logged_errors(read_text(child.log_path)),
         "trimmed": done.get("trimmed"),
-        "figures": asdict(figures) if figures else None,
+        "figures": cast(MemoryFiguresDoc, asdict(figures)) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
         "predicted_formula": prediction.formula,
         "memory_limit_bytes": None if lab else options.bare.memory_limit_bytes,
         "malloc_arena_max": options.malloc_arena_max,
+        "fill_s": 0.0,
+        "lag": [],
+        "never_consumed": [],
     }
 
 
@@ -363,7 +375,7 @@ def _sample_until_done(
     return series, drained_s, hwm
 
 
-def never_consumed(per_partition: dict[str, int] | None, lag: list[dict[str, Any]]) -> list[int]:
+def never_consumed(per_partition: dict[str, int] | None, lag: list[PartitionLagDoc]) -> list[int]:
     """Partitions with events that the consumer never read from: by its own count when it
     finished, else (it died or was killed) those with nothing committed. Pure."""
     waiting = [r for r in lag if r["lag"] > 0 or (r["committed"] is None and r["end"] > 0)]
@@ -393,7 +405,7 @@ def _sample(pid: int, progress: dict[str, Any]) -> MemorySampleRow | None:
     )
 
 
-def _lag(session: Session, backlog: Backlog, ends: dict[int, int]) -> list[dict[str, Any]]:
+def _lag(session: Session, backlog: Backlog, ends: dict[int, int]) -> list[PartitionLagDoc]:
     """Each partition's committed offset and end, read once from outside the group (no
     rebalance) into samples/consumer-lag. The end is the fill's own where the broker reports
     less (see _fill)."""

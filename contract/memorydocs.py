@@ -1,0 +1,78 @@
+"""The documents of `evbench memory` (seeds 000/001): each scenario's scenario.json and the run's
+memory.json, written by evbench.memory and read by the analysis (analysis.memory_job). Standard
+library only, like the rest of the floor."""
+
+# No `from __future__ import annotations`: TypedDict reads NotRequired[...] at definition time.
+from typing import Any, NotRequired, TypedDict
+
+
+class PartitionLagDoc(TypedDict):
+    """One partition after the drain, as `kafka-consumer-groups --describe` shows it."""
+
+    partition: int
+    committed: int | None  # None: the group committed nothing there
+    end: int
+    lag: int
+
+
+class MemoryFiguresDoc(TypedDict):
+    """analysis.memory.MemoryFigures."""
+
+    idle_bytes: int | None
+    peak_bytes: int
+    plateau_bytes: int | None
+    returned_to_idle: bool | None
+    tolerance_bytes: int | None
+
+
+class BacklogKafkaDoc(TypedDict):
+    bootstrap: str
+    broker: str  # "Tansu (fresh for this scenario)" or "given with --kafka-bootstrap"
+    topic: str
+    group: str
+
+
+class ScenarioDoc(TypedDict):
+    """scenario.json: one consumer draining one backlog."""
+
+    consumer: str  # as the user named it
+    client: str  # suts.consumers' client, or the lab's source/dispatcher
+    settings: dict[str, str]
+    partitions: int
+    produced: int
+    consumed: int | None
+    consumer_started_ns: int  # every time of the scenario counts from here
+    first_message_s: float | None
+    drained_s: float | None
+    exit: str  # "exit N" or "died during the run"
+    exit_code: int
+    errors: list[str]
+    per_partition: dict[str, int] | None  # records read per partition, as the consumer counted
+    log_tail: str | None  # what a consumer that died or failed logged last
+    logged_errors: list[str]
+    trimmed: dict[str, Any] | None  # --trim-after-drain: what malloc_trim(0) gave back
+    figures: MemoryFiguresDoc | None
+    predicted_buffer_bytes: int
+    predicted_formula: str
+    memory_limit_bytes: int | None  # None where it did not apply (the lab's consumers)
+    malloc_arena_max: int | None
+    fill_s: float
+    lag: list[PartitionLagDoc]
+    never_consumed: list[int]
+    kafka: NotRequired[BacklogKafkaDoc]
+    receiver_url: NotRequired[str | None]  # the lab's consumers deliver there
+    instrument_failures: NotRequired[list[str]]
+
+
+class FailedScenarioDoc(TypedDict):
+    scenario: str
+    reason: str
+
+
+class MemoryDoc(TypedDict):
+    """memory.json: the scenarios finished so far (rewritten after each), those that failed,
+    and whether the matrix was interrupted."""
+
+    scenarios: list[ScenarioDoc]
+    failed: list[FailedScenarioDoc]
+    interrupted: bool
