@@ -1,6 +1,6 @@
 # Two commands, on a machine with only Python 3.11 and the package registries:
 #   make run    the main job (every local system at the 1k-2k pace, then the reports)
-#   make test   lint and the whole test suite
+#   make test   lint, type checks and the whole test suite
 # Each bootstraps .venv itself and refreshes it when pyproject.toml changes.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -28,11 +28,13 @@ chromium:
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The tools the benchmarks compare against: hey (open-source Go load generator) and wrk.
 bench-tools:

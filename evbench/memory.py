@@ -36,6 +36,7 @@ from contract.memorydocs import (
 )
 from contract.parquet import PartWriter
 from contract.records import MEMORY_SAMPLE_FIELDS, MemorySampleRow
+from contract.units import NS_PER_S
 from evbench.consumers import (
     LAB_CONSUMERS,
     Backlog,
@@ -218,7 +219,7 @@ def _fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, floa
             ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
 
     started = time.monotonic()
-    deadline = started + (options.fill_s if options.fill_events is None else 1e9)
+    deadline = started + (options.fill_s if options.fill_events is None else float("inf"))
     sent = 0
     while sent < wanted and time.monotonic() < deadline:
         try:
@@ -285,7 +286,7 @@ def _consume(
     last_progress = consumer.progress()  # a dead Python client's last line still counts
     code, done = consumer.finish()
     first_ns = done.get("first_message_ns") or last_progress.get("first_message_ns")
-    first_s = None if first_ns is None else (first_ns - started_ns) / 1e9
+    first_s = None if first_ns is None else (first_ns - started_ns) / NS_PER_S
     figures = memory_figures(series, first_s, drained_s, hwm) if series else None
     lab = spec.client in LAB_CONSUMERS
     prediction = predicted(
@@ -356,7 +357,7 @@ def _sample_until_done(
         sample = _sample(child.pid, progress)
         if sample is None:
             break
-        now_s = (sample.t_ns - started_ns) / 1e9
+        now_s = (sample.t_ns - started_ns) / NS_PER_S
         writer.append(sample)
         series.append((now_s, sample.rss_bytes))
         hwm = sample.hwm_bytes

@@ -41,6 +41,7 @@ from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.lines import SenderDone, parse_sender_line
 from contract.parquet import part_files
+from contract.units import NS_PER_S
 from evbench.health import receiver_refusals, sender_failure
 from evbench.options import SessionOptions
 from evbench.probejudge import Objective, ProbeRecords, probe_figures, verdict_of
@@ -131,7 +132,7 @@ class _Search:
         if session.outcome.status != "completed":
             self.result = None  # the receiver failed at the end: nothing found stands
         elif self.result is not None:
-            echo(_result_line(self.result, (time.time_ns() - session.started_ns) / 60e9))
+            echo(_result_line(self.result, (time.time_ns() - session.started_ns) / (60 * NS_PER_S)))
         return self.result
 
     def _probe_all(self) -> Result:
@@ -317,7 +318,7 @@ class _Search:
             "objective": asdict(opts.objective),
             "probes": probes,
             "result": _result_doc(result) if result is not None else None,
-            "minutes": round((time.time_ns() - started_ns) / 60e9, 2),
+            "minutes": round((time.time_ns() - started_ns) / (60 * NS_PER_S), 2),
         }
 
 
