@@ -8,7 +8,7 @@ from typing import Any
 from contract.argtypes import at_least_one, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import default_runs_dir, next_run_id
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 from evbench.lab_args import add_lab_arguments
 from evbench.session_args import add_flags, add_session_arguments
 
@@ -77,7 +77,7 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
 )  # fmt: skip
 
 
-def add(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add(commands: Subcommands) -> None:
     memory = commands.add_parser(
         "memory",
         help="measure Kafka consumers' memory while they drain a backlog",

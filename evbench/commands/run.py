@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
@@ -15,7 +15,7 @@ from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments
 
 
-def add(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add(commands: Subcommands) -> None:
     run = commands.add_parser(
         "run",
         help="run a pace against a system under test and record every event",

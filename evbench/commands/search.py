@@ -10,7 +10,7 @@ from contract.argtypes import at_least_one, seconds
 from contract.errors import EvbenchError
 from contract.layout import sut_dir_for
 from contract.parquet import part_files
-from evbench.commands import echo
+from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
@@ -133,7 +133,7 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
-def add(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add(commands: Subcommands) -> None:
     search = commands.add_parser(
         "search",
         help="find the highest rate a system sustains (grow, bisect, confirm)",
