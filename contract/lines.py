@@ -1,11 +1,10 @@
 """The JSON lines child processes print on stdout, one object a line, each typed once.
 
-Every line has an `event` key naming its kind (a Literal, so a union of line types narrows on
-it). Writers build each line as its type, so the type checker holds their keys; readers parse a
+Every line has an `event` key naming its kind (a Literal: a union of line types narrows on it).
+Writers build each line as its type, so the type checker holds their keys; readers parse a
 child's line once where they read it (`parse_sender_line`, `parse_consumer_line`, ...) and work
 on the typed union from there. The wire stays plain JSON: a line printed before reads the same
-after (an older sender's `inflight_cap_hits` is read as `inflight_cap_refused`). Standard
-library only.
+after (an older sender's `inflight_cap_hits` reads as `inflight_cap_refused`). Stdlib only.
 """
 
 # No `from __future__ import annotations` here: TypedDict reads NotRequired[...] from the class

@@ -51,7 +51,7 @@ class CapacityHop(Component):
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{tail:.*}", self._accept)
 
-    def stats_doc(self) -> dict:
+    def stats_doc(self) -> dict[str, int]:
         return {**self.stats, "queued": self.queue.qsize()}
 
     async def _accept(self, request: web.Request) -> web.Response:

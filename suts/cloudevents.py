@@ -48,8 +48,8 @@ def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def to_kafka_headers(headers: Mapping[str, str]) -> list[tuple[str, bytes]]:
-    out = []
+def to_kafka_headers(headers: Mapping[str, str]) -> list[tuple[str, str | bytes | None]]:
+    out: list[tuple[str, str | bytes | None]] = []
     for name, value in headers.items():
         lower = name.lower()
         if lower.startswith("ce-"):

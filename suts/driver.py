@@ -20,12 +20,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import httpx
 
+from contract.documents import SutDescription
 from contract.errors import EvbenchError
 from contract.procs import Child
+from suts.flags import ComponentSettings
 from suts.settings import DEFAULT_TRIGGER, LabSettings
 from suts.tansu import Tansu, create_topic
 
@@ -58,8 +60,8 @@ class Sut:
         self.bootstrap: str | None = None
         self.topic: str | None = None
         self.group: str | None = None
-        self.readiness: dict = {}
-        self.final_stats: dict = {}
+        self.readiness: dict[str, object] = {}
+        self.final_stats: dict[str, dict[str, int]] = {}
         self._stopped = False
 
     # what a driver decides
@@ -79,18 +81,6 @@ class Sut:
             self.stop()
             raise
 
-    def _delivery_args(self) -> list[str]:
-        s = self.settings
-        return [
-            "--concurrency", str(s.concurrency),
-            "--retries", str(s.retries),
-            "--backoff-ms", str(s.backoff_ms),
-            "--timeout", str(s.delivery_timeout_s),
-        ]  # fmt: skip
-
-    def _match_args(self) -> list[str]:
-        return [arg for spec in self.settings.trigger for arg in ("--match", spec)]
-
     def _kafka_topic(self) -> None:
         """A topic of the run's own on a fresh Tansu broker (or on --kafka-bootstrap)."""
         s = self.settings
@@ -103,12 +93,15 @@ class Sut:
         self.group = f"evbench-{self.run_id}-{self.name}"
         create_topic(self.bootstrap, self.topic, s.partitions, s.replication)
 
-    def _component(self, role: str, kind: str, *args: str) -> str:
-        """Start one `python -m suts <kind>` process; its URL once it listens."""
+    def _component(self, role: str, kind: str, **given: Any) -> str:
+        """Start one `python -m suts <kind>` process with the run's lab settings and `given`
+        (suts.flags.ComponentSettings fields; `lab` for other lab settings than the run's);
+        its URL once it listens."""
+        settings = ComponentSettings(
+            kind, host=self.host, port=0, **{"lab": self.settings, **given}
+        )
         child = Child(
-            role,
-            [sys.executable, "-m", "suts", kind, "--host", self.host, "--port", "0", *args],
-            self.logs / f"{role}.log",
+            role, [sys.executable, "-m", "suts", *settings.argv()], self.logs / f"{role}.log"
         )
         self.components[role] = Started(child, "")
         try:
@@ -119,7 +112,7 @@ class Sut:
         self.components[role].url = url
         return url
 
-    def wait_ready(self) -> dict:
+    def wait_ready(self) -> dict[str, object]:
         """Block until every component answers /ready (a consumer has its partitions)."""
         started = time.monotonic()
         deadline = started + self.settings.ready_timeout_s
@@ -156,7 +149,7 @@ class Sut:
         """Components that exited while they should be running."""
         return [role for role, part in self.components.items() if not part.child.alive()]
 
-    def stop(self) -> dict:
+    def stop(self) -> dict[str, dict[str, int]]:
         # Once: a failed start() stops what it started, and the runner's teardown stops again;
         # a second reading of a stopped child's report would find it gone and blank the first.
         if self._stopped:
@@ -175,8 +168,8 @@ class Sut:
             return self.bootstrap, self.group, self.topic
         return None
 
-    def describe(self) -> dict:
-        doc: dict = {"topology": self.topology}
+    def describe(self) -> SutDescription:
+        doc: SutDescription = {"topology": self.topology}
         if self.settings_shape_results:
             doc["settings"] = asdict(self.settings)
         if self.kafka or self.bootstrap:

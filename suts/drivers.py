@@ -7,6 +7,7 @@ help, run.json's topology and the default matrix follow from it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from contract.errors import EvbenchError
@@ -32,13 +33,7 @@ class ChannelImc(Sut):
         return self._channel("channel", subscriber)
 
     def _channel(self, role: str, subscriber: str) -> str:
-        return self._component(
-            role,
-            "imc-channel",
-            "--subscriber", subscriber,
-            "--queue-limit", str(self.settings.queue_limit),
-            *self._delivery_args(),
-        )  # fmt: skip
+        return self._component(role, "imc-channel", subscribers=(subscriber,))
 
 
 class BrokerImc(ChannelImc):
@@ -47,22 +42,9 @@ class BrokerImc(ChannelImc):
     topology = "sender -> broker-ingress -> imc-channel -> trigger-filter -> receiver"
 
     def _start(self, subscriber: str) -> str:
-        trigger = self._component(
-            "filter",
-            "trigger-filter",
-            "--subscriber", subscriber,
-            *self._match_args(),
-            *self._delivery_args(),
-        )  # fmt: skip
+        trigger = self._component("filter", "trigger-filter", subscribers=(subscriber,))
         channel = self._channel("channel", trigger)
-        s = self.settings
-        return self._component(
-            "ingress",
-            "broker-ingress",
-            "--channel", channel,
-            "--concurrency", str(s.ingress_concurrency),
-            "--timeout", str(s.delivery_timeout_s),
-        )  # fmt: skip
+        return self._component("ingress", "broker-ingress", channel=channel)
 
 
 class _KafkaSut(Sut):
@@ -75,32 +57,25 @@ class _KafkaSut(Sut):
     def _start(self, subscriber: str) -> str:
         s = self.settings
         self._kafka_topic()
-        consumer = [
-            arg
-            for kv in (*s.consumer, f"group.id={self.group}", f"bootstrap.servers={self.bootstrap}")
-            for arg in ("--consumer", kv)
-        ]
+        joined = (f"group.id={self.group}", f"bootstrap.servers={self.bootstrap}")
         self._component(
             "dispatcher",
             "kafka-dispatcher",
-            "--topic", self.topic or "",
-            "--subscriber", subscriber,
-            "--mode", self.dispatch_mode,
-            *consumer,
-            "--max-pending", str(s.max_pending),
-            "--commit-interval", str(s.commit_interval_s),
-            *self._delivery_args(),
-            *(self._match_args() if self.filters else []),
-        )  # fmt: skip
+            topic=self.topic,
+            subscribers=(subscriber,),
+            mode=self.dispatch_mode,
+            lab=replace(
+                s, consumer=(*s.consumer, *joined), trigger=s.trigger if self.filters else ()
+            ),
+        )
         return self._ingress()
 
     def _ingress(self) -> str:
-        producer = [
-            arg
-            for kv in (*self.settings.producer, f"bootstrap.servers={self.bootstrap}")
-            for arg in ("--producer", kv)
-        ]
-        return self._component("ingress", "kafka-ingress", "--topic", self.topic or "", *producer)
+        s = self.settings
+        producer = (*s.producer, f"bootstrap.servers={self.bootstrap}")
+        return self._component(
+            "ingress", "kafka-ingress", topic=self.topic, lab=replace(s, producer=producer)
+        )
 
 
 class ChannelKafka(_KafkaSut):
@@ -164,9 +139,12 @@ class KnownCapacity(Sut):
 
     def _start(self, subscriber: str) -> str:
         return self._component(
-            "hop", "capacity", "--subscriber", subscriber, "--rate", str(self.rate_per_s),
-            "--queue-limit", str(self.queue_limit),
-        )  # fmt: skip
+            "hop",
+            "capacity",
+            subscribers=(subscriber,),
+            rate_per_s=self.rate_per_s,
+            lab=replace(self.settings, queue_limit=self.queue_limit),
+        )
 
 
 def known_capacity(rate_per_s: float, queue_limit: int = 300) -> Callable[..., Sut]:

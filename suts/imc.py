@@ -46,7 +46,7 @@ class InMemoryChannel(Component):
         await drain(self.workers, 1.0)
         await self.deliverer.close()
 
-    def stats_doc(self) -> dict:
+    def stats_doc(self) -> dict[str, int]:
         return {**self.stats, "queued": self.queue.qsize()}
 
     def routes(self, app: web.Application) -> None:

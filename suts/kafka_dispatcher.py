@@ -21,6 +21,7 @@ import time
 from aiohttp import web
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from contract.lines import Assigned
 from suts.cloudevents import (
     Filter,
     filter_attributes,
@@ -69,10 +70,10 @@ class KafkaDispatcher(Component):
     def is_ready(self) -> bool:
         return bool(self.assigned)
 
-    def ready_doc(self) -> dict:
+    def ready_doc(self) -> dict[str, object]:
         return {"partitions": len(self.assigned), "assigned_after_s": self.assigned_after_s}
 
-    def stats_doc(self) -> dict:
+    def stats_doc(self) -> dict[str, int]:
         return {**self.stats, "in_flight": len(self._tasks), "partitions": len(self.assigned)}
 
     async def start(self) -> None:
@@ -101,13 +102,8 @@ class KafkaDispatcher(Component):
         self.assigned.update(p.partition for p in partitions)
         if self.assigned_after_s is None and self.assigned:
             self.assigned_after_s = round(time.monotonic() - self._subscribed_at, 3)
-            emit(
-                {
-                    "event": "assigned",
-                    "partitions": len(self.assigned),
-                    "after_s": self.assigned_after_s,
-                }
-            )
+            after_s = self.assigned_after_s
+            emit(Assigned(event="assigned", partitions=len(self.assigned), after_s=after_s))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [p.partition for p in partitions]

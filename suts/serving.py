@@ -19,13 +19,14 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
+from contract.lines import ComponentLine, ComponentStopped, Listening
 from suts.cloudevents import http_attributes
 
 STOP_GRACE_S = 2.0
 
 
-def emit(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc) + "\n")
+def emit(line: ComponentLine) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
 
@@ -39,10 +40,10 @@ class Component:
     def is_ready(self) -> bool:
         return True
 
-    def ready_doc(self) -> dict:
+    def ready_doc(self) -> dict[str, object]:
         return {}
 
-    def stats_doc(self) -> dict:
+    def stats_doc(self) -> dict[str, int]:
         return dict(self.stats)
 
     async def start(self) -> None:
@@ -66,11 +67,17 @@ class Component:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_get("/healthz", lambda r: web.json_response({"ok": True}))
+        app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/ready", self._ready)
-        app.router.add_get("/stats", lambda r: web.json_response(self.stats_doc()))
+        app.router.add_get("/stats", self._stats)
         self.routes(app)
         return app
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats_doc())
 
     async def _ready(self, request: web.Request) -> web.Response:
         status = 200 if self.is_ready() else 503
@@ -93,12 +100,12 @@ async def _serve(component: Component, host: str, port: int) -> int:
     site = web.TCPSite(runner, host, port, backlog=4096)
     await site.start()
     bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    emit({"event": "listening", "host": host, "port": bound})
+    emit(Listening(event="listening", host=host, port=bound))
     await stopping.wait()
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(runner.cleanup(), STOP_GRACE_S)
     await component.stop()
-    emit({"event": "stopped", "stats": component.stats_doc()})
+    emit(ComponentStopped(event="stopped", stats=component.stats_doc()))
     return 0
 
 

@@ -21,7 +21,7 @@ class LabSettings:
 
     partitions: int = 100
     replication: int = 1
-    concurrency: int = 256
+    dispatcher_concurrency: int = 256  # deliveries in flight per dispatcher
     retries: int = 3
     backoff_ms: float = 100.0
     delivery_timeout_s: float = 30.0

@@ -24,11 +24,13 @@ import signal
 import sys
 import time
 
+from contract.lines import ConsumerDone, ConsumerLine, ConsumerProgress, ConsumerReady
+
 CLIENTS = ("confluent", "aiokafka", "kafka-python")
 
 
-def _emit(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc) + "\n")
+def _emit(line: ConsumerLine) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
 
@@ -65,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda signum, frame: stop.append(signal.Signals(signum).name))
     client = open_client(args.client, args.bootstrap, args.topic, args.group, settings)
     started = time.monotonic()
-    _emit({"event": "ready", "pid": os.getpid(), "client": args.client, "settings": settings})
-    consumed, per_partition, errors = 0, {}, []
+    _emit(ConsumerReady(event="ready", pid=os.getpid(), client=args.client, settings=settings))
+    consumed = 0
+    per_partition: dict[int, int] = {}
+    errors: list[str] = []
     first_ns = None  # wall clock: the parent's samples use it too
     trimmed = False
     next_report = started
@@ -85,42 +89,38 @@ def main(argv: list[str] | None = None) -> int:
             _emit({"event": "trimmed", "released": _malloc_trim(), "consumed": consumed})
         if time.monotonic() >= next_report:
             next_report += args.report_interval
-            _emit(
-                {
-                    "event": "progress",
-                    "t_s": round(time.monotonic() - started, 3),
-                    "consumed": consumed,
-                    "first_message_ns": first_ns,
-                    **_python_heap(args.tracemalloc),
-                    **client.queue(),
-                }
-            )
+            progress: ConsumerProgress = {
+                "event": "progress",
+                "t_s": round(time.monotonic() - started, 3),
+                "consumed": consumed,
+                "first_message_ns": first_ns,
+                **client.queue(),
+            }
+            _emit(_with_python_heap(progress) if args.tracemalloc else progress)
     client.close()
-    _emit(
-        {
-            "event": "done",
-            "stop": stop[0],
-            "consumed": consumed,
-            "first_message_ns": first_ns,
-            "per_partition": {str(p): n for p, n in sorted(per_partition.items())},
-            "errors": errors,
-        }
-    )
+    done: ConsumerDone = {
+        "event": "done",
+        "stop": stop[0],
+        "consumed": consumed,
+        "first_message_ns": first_ns,
+        "per_partition": {str(p): n for p, n in sorted(per_partition.items())},
+        "errors": errors,
+    }
+    _emit(done)
     return 0
 
 
-def _python_heap(enabled: bool) -> dict:
-    if not enabled:
-        return {}
+def _with_python_heap(progress: ConsumerProgress) -> ConsumerProgress:
+    """The line with the Python heap (--tracemalloc): now, its peak since the last, and what
+    tracing itself costs."""
     import tracemalloc
 
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.reset_peak()
-    return {
-        "py_traced_bytes": current,
-        "py_peak_bytes": peak,
-        "tracemalloc_overhead_bytes": tracemalloc.get_tracemalloc_memory(),
-    }
+    progress["py_traced_bytes"] = current
+    progress["py_peak_bytes"] = peak
+    progress["tracemalloc_overhead_bytes"] = tracemalloc.get_tracemalloc_memory()
+    return progress
 
 
 def _malloc_trim() -> bool:

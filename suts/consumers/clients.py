@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Protocol
+
+from contract.lines import ConsumerQueue
 
 _BATCH = 500
 _POLL_S = 0.2
@@ -26,7 +29,7 @@ class Client(Protocol):
         """(partition, None) per message consumed, (-1, error text) per error."""
         ...
 
-    def queue(self) -> dict:
+    def queue(self) -> ConsumerQueue:
         """What the client says it holds (empty when it says nothing)."""
         ...
 
@@ -50,7 +53,7 @@ class Confluent:
     def __init__(self, bootstrap: str, topic: str, group: str, settings: dict[str, str]) -> None:
         from confluent_kafka import Consumer
 
-        self._stats: dict = {}
+        self._stats: ConsumerQueue = {}
         config = {
             "bootstrap.servers": bootstrap,
             "group.id": group,
@@ -78,14 +81,15 @@ class Confluent:
         self._stats = {"fetchq_bytes": size, "fetchq_messages": count, "replyq": stats["replyq"]}
 
     def poll(self) -> list[tuple[int, str | None]]:
-        out = []
+        out: list[tuple[int, str | None]] = []
         for message in self.consumer.consume(num_messages=_BATCH, timeout=_POLL_S):
             error = message.error()
-            out.append((-1, str(error)) if error else (message.partition(), None))
+            partition = message.partition()
+            out.append((-1, str(error)) if error or partition is None else (partition, None))
         return out
 
-    def queue(self) -> dict:
-        return dict(self._stats)
+    def queue(self) -> ConsumerQueue:
+        return self._stats.copy()
 
     def close(self) -> None:
         self.consumer.close()
@@ -108,7 +112,7 @@ class KafkaPython:
         batches = self.consumer.poll(timeout_ms=int(_POLL_S * 1000), max_records=_BATCH)
         return [(tp.partition, None) for tp, records in batches.items() for _ in records]
 
-    def queue(self) -> dict:
+    def queue(self) -> ConsumerQueue:
         return {}
 
     def close(self) -> None:
@@ -143,7 +147,7 @@ class AioKafka:
         )
         return [(tp.partition, None) for tp, records in batches.items() for _ in records]
 
-    def queue(self) -> dict:
+    def queue(self) -> ConsumerQueue:
         return {}
 
     def close(self) -> None:
@@ -154,5 +158,9 @@ class AioKafka:
 def open_client(
     name: str, bootstrap: str, topic: str, group: str, settings: dict[str, str]
 ) -> Client:
-    kinds = {"confluent": Confluent, "kafka-python": KafkaPython, "aiokafka": AioKafka}
+    kinds: dict[str, Callable[[str, str, str, dict[str, str]], Client]] = {
+        "confluent": Confluent,
+        "kafka-python": KafkaPython,
+        "aiokafka": AioKafka,
+    }
     return kinds[name](bootstrap, topic, group, settings)

@@ -7,7 +7,8 @@ from dataclasses import fields
 
 import pytest
 
-from evbench.lab_args import _LAB_FLAGS, add_lab_arguments, lab_settings
+from evbench.lab_args import add_lab_arguments, lab_settings
+from suts.flags import LAB_FLAGS
 from suts.lab import LabSettings
 
 
@@ -18,7 +19,7 @@ def _parse(*argv: str) -> LabSettings:
 
 
 def test_every_lab_setting_has_exactly_one_flag():
-    named = [name for name, *_ in _LAB_FLAGS]
+    named = [name for name, *_ in LAB_FLAGS]
     assert sorted(named) == sorted(f.name for f in fields(LabSettings))
     assert len(set(named)) == len(named)
 
@@ -31,7 +32,7 @@ def test_no_flags_are_the_defaults():
     ("argv", "expected"),
     [
         (["--partitions", "8", "--replication", "3"], {"partitions": 8, "replication": 3}),
-        (["--dispatcher-concurrency", "4"], {"concurrency": 4}),
+        (["--dispatcher-concurrency", "4"], {"dispatcher_concurrency": 4}),
         (["--ingress-concurrency", "16"], {"ingress_concurrency": 16}),
         (["--retries", "0", "--retry-backoff-ms", "0"], {"retries": 0, "backoff_ms": 0.0}),
         (["--delivery-timeout", "5s"], {"delivery_timeout_s": 5.0}),
