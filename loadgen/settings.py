@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.argtypes import at_least_one, non_negative, positive_seconds, seconds
+from contract.lines import parse_sender_line
 from contract.procs import Child
 
 
@@ -99,7 +100,9 @@ class SenderSettings:
         )
         followers: list[Child] = []
         try:
-            port = master.wait_for("fleet_listening", timeout_s)["port"]
+            listening = parse_sender_line(master.wait_for("fleet_listening", timeout_s))
+            assert listening is not None and listening["event"] == "fleet_listening"
+            port = listening["port"]
             for index in range(workers):
                 argv = [*fleet, "worker", "--master-port", str(port), "--log-dir", str(log_dir)]
                 followers.append(

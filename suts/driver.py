@@ -26,6 +26,7 @@ import httpx
 
 from contract.documents import SutDescription
 from contract.errors import EvbenchError
+from contract.lines import parse_component_line
 from contract.procs import Child
 from suts.flags import ComponentSettings
 from suts.settings import DEFAULT_TRIGGER, LabSettings
@@ -105,9 +106,10 @@ class Sut:
         )
         self.components[role] = Started(child, "")
         try:
-            listening = child.wait_for("listening", 30)
+            listening = parse_component_line(child.wait_for("listening", 30))
         except (TimeoutError, RuntimeError) as exc:
             raise EvbenchError(f"{self.name} {role} did not start: {exc}\n{child.tail()}") from None
+        assert listening is not None and listening["event"] == "listening"
         url = f"http://{self.host}:{listening['port']}/"
         self.components[role].url = url
         return url
