@@ -4,6 +4,7 @@ is suts.flags.LAB_FLAGS (the lab components take the same flags)."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from contract.argtypes import port_number
 from contract.errors import EvbenchError
@@ -77,7 +78,7 @@ def _add_sut_argument(run: argparse.ArgumentParser) -> None:
 def lab_settings(args: argparse.Namespace) -> LabSettings:
     """The LabSettings the flags ask for: repeated flags replace or extend the defaults."""
     defaults = LabSettings()
-    values = {}
+    values: dict[str, Any] = {}  # each field's value, typed by LabSettings itself
     for name, _, _, combine in LAB_FLAGS:
         if not hasattr(args, _dest(name)):
             continue  # a flag the command does not take: the default
