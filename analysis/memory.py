@@ -9,8 +9,11 @@ side is noise, not a leak).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from contract.memorydocs import ScenarioDoc
 
 MIB = 2**20
 # Back to idle: within 10 % of the idle baseline or 2 MiB, whichever is larger.
@@ -101,7 +104,7 @@ def describe_lines(
     return rows
 
 
-def peak_table(rows: list[dict]) -> list[str]:
+def peak_table(rows: Sequence[ScenarioDoc]) -> list[str]:
     """Seed 000's table, one row per scenario: idle, peak and post-drain MiB, whether memory
     came back to idle, the predicted buffer bound, when the first message came, and the
     partitions never consumed. Pure."""
@@ -114,7 +117,7 @@ def peak_table(rows: list[dict]) -> list[str]:
         f"{'back to idle':>12} {'predicted buffers MiB':>21} {'first msg s':>11} never consumed"
     ]
     for row in rows:
-        f = row["figures"] or {}
+        f: Mapping[str, Any] = row["figures"] or {}
         returned = f.get("returned_to_idle")
         first = row["first_message_s"]
         lines.append(

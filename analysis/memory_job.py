@@ -5,13 +5,22 @@ recomputed from them, and one report for the run."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any, cast
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis.load import load_records
 from analysis.memory import memory_figures
+from contract.documents import read_document
+from contract.memorydocs import (
+    MemoryDoc,
+    MemoryFiguresDoc,
+    MemorySummaryDoc,
+    MemorySummaryRowDoc,
+)
 from contract.records import MEMORY_SAMPLE_FIELDS
 from contract.units import NS_PER_S
 
@@ -42,9 +51,11 @@ def per_second(samples: DataFrame) -> DataFrame:
     )
 
 
-def analyze_memory(spark: SparkSession, root: Path) -> tuple[list[dict], dict[str, list[dict]]]:
+def analyze_memory(
+    spark: SparkSession, root: Path
+) -> tuple[list[MemorySummaryRowDoc], dict[str, list[dict[str, Any]]]]:
     """Each scenario's row (scenario.json with figures from the series) and its series."""
-    scenarios = json.loads((root / "memory.json").read_text())["scenarios"]
+    scenarios = read_document(root / "memory.json", MemoryDoc)["scenarios"]
     names = [f"{s['consumer']}-p{s['partitions']}" for s in scenarios]
     frames = [
         load_records(spark, root / name / "samples" / "memory", MEMORY_SAMPLE_FIELDS)
@@ -56,10 +67,10 @@ def analyze_memory(spark: SparkSession, root: Path) -> tuple[list[dict], dict[st
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
-    series: dict[str, list[dict]] = {name: [] for name in names}
+    series: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     for row in per_second(union).collect():
         series[row["scenario"]].append(row.asDict())
-    rows = []
+    rows: list[MemorySummaryRowDoc] = []
     for name, scenario in zip(names, scenarios, strict=True):
         points = series[name]
         hwm = max((p["hwm_bytes"] or 0 for p in points), default=None)
@@ -73,6 +84,10 @@ def analyze_memory(spark: SparkSession, root: Path) -> tuple[list[dict], dict[st
             if points
             else None
         )
-        rows.append({**scenario, "scenario": name, "figures": figures and figures.__dict__})
-    (root / "memory-summary.json").write_text(json.dumps({"scenarios": rows}, indent=2) + "\n")
+        figures_doc = cast(MemoryFiguresDoc, asdict(figures)) if figures else None
+        done = cast(MemorySummaryRowDoc, {**scenario, "scenario": name})
+        done["figures"] = figures_doc
+        rows.append(done)
+    summary: MemorySummaryDoc = {"scenarios": rows}
+    (root / "memory-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return rows, series

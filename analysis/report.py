@@ -38,6 +38,7 @@ from analysis.verdicts import verdict_text
 from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.layout import SutDir, analysed_summaries, run_index_html
+from contract.memorydocs import MemorySummaryRowDoc
 from contract.units import NS_PER_MS
 
 # A row of a table read back (a second of metrics.parquet, a point, a comparison row).
@@ -376,18 +377,27 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
     return out
 
 
-def write_memory_report(root: Path, rows: list[Row], series: dict[str, list[Row]]) -> Path:
+def _group_and_topic(row: MemorySummaryRowDoc) -> tuple[str, str]:
+    """Where a scenario's backlog was (a scenario written before names were recorded used the
+    fresh broker's)."""
+    if "kafka" in row:
+        return row["kafka"]["group"], row["kafka"]["topic"]
+    return f"memory-{row['consumer']}-p{row['partitions']}", "backlog"
+
+
+def write_memory_report(
+    root: Path, rows: list[MemorySummaryRowDoc], series: dict[str, list[Row]]
+) -> Path:
     """One page for a memory run: memory over time per scenario, seed 000's peak table, and
     each scenario's lag as kafka-consumer-groups prints it."""
-    phases = {r["scenario"]: r for r in rows}
+    phases: dict[str, dict[str, Any]] = {r["scenario"]: dict(r) for r in rows}
     figure = memory_over_time(series, phases, "Consumer memory while draining the backlog")
     lag = "".join(
         f"<h3>{html.escape(r['scenario'])}</h3><pre>"
         + html.escape(
             "\n".join(
                 describe_lines(
-                    f"memory-{r['consumer']}-p{r['partitions']}",
-                    "backlog",
+                    *_group_and_topic(r),
                     [(x["partition"], x["committed"], x["end"]) for x in r["lag"]],
                 )
             )

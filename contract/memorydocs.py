@@ -76,3 +76,14 @@ class MemoryDoc(TypedDict):
     scenarios: list[ScenarioDoc]
     failed: list[FailedScenarioDoc]
     interrupted: bool
+
+
+class MemorySummaryRowDoc(ScenarioDoc):
+    """memory-summary.json's row: a scenario with its figures from the series the analysis
+    made of its samples."""
+
+    scenario: str  # <consumer>-p<partitions>, its folder
+
+
+class MemorySummaryDoc(TypedDict):
+    scenarios: list[MemorySummaryRowDoc]

@@ -41,6 +41,7 @@ from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.lines import SenderDone, parse_sender_line
 from contract.parquet import part_files
+from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import NS_PER_S
 from evbench.health import receiver_refusals, sender_failure
 from evbench.options import SessionOptions
@@ -225,7 +226,11 @@ class _Search:
         # has), so that a first probe that broke does not lift the bar for the rest.
         held = [p for p in self.probed if p.verdict == HOLDS]
         baseline = next((p.figures["e2e_p99_ms"] for p in held or self.probed), None)
-        figures = probe_figures(records, step, probe.rate_per_s, probe.hold_s, baseline)
+        # The run's seconds count from its first slot, as the analysis counts them.
+        start_ns = self.probed[0].start_ns if self.probed else done["start_ns"]
+        figures = probe_figures(
+            records, step, probe.rate_per_s, probe.hold_s, baseline, schedule_start_ns=start_ns
+        )
         verdict = verdict_of(figures, self.opts.thresholds, self.opts.objective)
         if verdict.verdict not in (HOLDS, SENDER_LIMITED, BREAKS):  # insufficient data
             # The plan holds every probe for at least the rule's minimum of events, so fewer
@@ -368,7 +373,9 @@ def _records(sent_parts: list[Path], received_parts: list[Path]) -> ProbeRecords
     written since it began (an earlier probe's late deliveries among them find no match)."""
     sent = pa.concat_tables(
         [
-            pq.read_table(p, columns=["event_id", "intended_ns", "sent_ns", "status", "decoy"])
+            pq.read_table(
+                p, columns=["event_id", "intended_ns", "sent_ns", "status", "decoy", "error"]
+            )
             for p in sent_parts
         ]
     )
@@ -388,6 +395,9 @@ def _records(sent_parts: list[Path], received_parts: list[Path]) -> ProbeRecords
         status=joined["status"].to_numpy(),
         decoy=joined["decoy"].to_numpy(zero_copy_only=False).astype(bool),
         received_ns=pc.fill_null(joined["received_ns_min"], -1).to_numpy(),
+        inflight_cap_refused=pc.fill_null(
+            pc.equal(joined["error"], INFLIGHT_CAP_ERROR), False
+        ).to_numpy(zero_copy_only=False),
     )
 
 
