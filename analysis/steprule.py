@@ -44,10 +44,8 @@ JUDGED_LATENCIES = ("e2e", "sender_lag")
 # In the Spark job every value crosses from the JVM to Python one by one, and that crossing,
 # not the arithmetic, was the step stage's cost (measured: 22 derived columns took twice as long
 # as 8); outcomes and latencies are computed here instead.
-INPUT_COLUMNS = (
-    "sut",
-    "step",
-    "target_rate_per_s",
+# What the rule reads of an event (outcomes, latencies).
+RULE_INPUTS = (
     "intended_ns",
     "sent_ns",
     "ack_ns",
@@ -55,8 +53,8 @@ INPUT_COLUMNS = (
     "status",
     "decoy",
     "deliveries",
-    "inflight_cap_refused",
 )
+INPUT_COLUMNS = ("sut", "step", "target_rate_per_s", *RULE_INPUTS, "inflight_cap_refused")
 
 Outcomes = dict[str, np.ndarray]
 

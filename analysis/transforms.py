@@ -17,22 +17,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import BooleanType, DoubleType, LongType, StructField, StructType
 
 from analysis.steprule import INPUT_COLUMNS as STEP_INPUTS
-from analysis.steprule import LATENCIES_NS, latencies, outcomes
+from analysis.steprule import LATENCIES_NS, RULE_INPUTS, latencies, outcomes
 from analysis.steps import STEP_ARROW, StepContext, aggregate_step
 from contract.clocks import Correction
 from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import NS_PER_S
 
-# What the rule reads of an event (analysis.steprule.outcomes, latencies).
-RULE_INPUTS = (
-    "intended_ns",
-    "sent_ns",
-    "ack_ns",
-    "received_ns",
-    "status",
-    "decoy",
-    "deliveries",
-)
 # The per-event outcomes the export reads (analysis.steprule.outcomes), besides `duplicates`.
 RULE_FLAGS = ("ok", "send_failure", "delivered", "lost", "filtered", "leaked")
 STEP_SCHEMA = from_arrow_schema(STEP_ARROW)

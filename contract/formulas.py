@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import TypeVar
 
+from contract.units import NS_PER_S
+
 Number = TypeVar("Number", int, float)
 
 
@@ -27,5 +29,5 @@ def achieved_rate_per_s(
     """
     if count == 0 or last_sent_ns is None:
         return 0.0
-    span_s = max(0, last_sent_ns - step_start_ns) / 1e9 + 1 / rate_per_s
+    span_s = max(0, last_sent_ns - step_start_ns) / NS_PER_S + 1 / rate_per_s
     return count / span_s

@@ -28,6 +28,7 @@ from contract.records import (
     ReceivedRow,
     SentRow,
 )
+from contract.units import MS_PER_S, NS_PER_MS
 
 MAKO_COLUMNS = ["inputValue", "errorMessage", "pl", "pe", "st", "dl", "de", "dt", "pet", "det"]
 STEP_GAP_MS = 1000.0  # 2019 paused ~2 s between steps; a longer silence starts a new step
@@ -70,9 +71,9 @@ def parse_mako_csv(text: str, source: str = "mako csv") -> Samples:
                     failure_rows.append(x_ms)
                 continue
             if row.get("pl", "").strip():
-                samples.publish.append((x_ms, float(row["pl"]) * 1e3))
+                samples.publish.append((x_ms, float(row["pl"]) * MS_PER_S))
             elif row.get("dl", "").strip():
-                samples.delivery.append((x_ms, float(row["dl"]) * 1e3))
+                samples.delivery.append((x_ms, float(row["dl"]) * MS_PER_S))
             elif row.get("pet", "").strip():
                 pet.append(x_ms)
         except ValueError as exc:
@@ -170,7 +171,7 @@ def import_knative(
             "spec": ",".join(f"{s['rate_per_s']}:{s['duration_s']}" for s in steps),
             "steps": steps,
         },
-        "schedule": {"start_ns": round(events[0].sent_ms * 1e6), "step_gap_s": None},
+        "schedule": {"start_ns": round(events[0].sent_ms * NS_PER_MS), "step_gap_s": None},
         "payload_bytes": None,
         "unpaired_delivery_samples": unpaired,
         "imported_at_ns": time.time_ns(),
@@ -196,11 +197,12 @@ def pace_steps(
     if rates is not None and len(rates) != len(spans):
         raise EvbenchError(
             f"{source}: the pace has {len(rates)} steps but the data has {len(spans)} "
-            f"(send times separated by more than {STEP_GAP_MS / 1e3:g} s); omit --pace to infer"
+            f"(send times separated by more than {STEP_GAP_MS / MS_PER_S:g} s); "
+            "omit --pace to infer"
         )
     steps: list[PaceStepDoc] = []
     for i, (start, end) in enumerate(spans):
-        duration_s = max(1, round((events[end - 1].sent_ms - events[start].sent_ms) / 1e3))
+        duration_s = max(1, round((events[end - 1].sent_ms - events[start].sent_ms) / MS_PER_S))
         rate = rates[i] if rates else max(1, round((end - start) / duration_s))
         steps.append({"rate_per_s": rate, "duration_s": duration_s})
     return steps
@@ -220,7 +222,7 @@ def _write_records(
                 recv_w.append(
                     ReceivedRow(
                         event_id=f"knative-{seq}",
-                        received_ns=round(e.sent_ms * 1e6) + round(e.delivery_ms * 1e6),
+                        received_ns=round(e.sent_ms * NS_PER_MS) + round(e.delivery_ms * NS_PER_MS),
                         receiver="knative-2019",
                         payload_bytes=0,
                         ce_id=None,
@@ -233,7 +235,7 @@ def _write_records(
 
 
 def _sent_row(e: Event, seq: int, step: int, rate: int) -> SentRow:
-    sent_ns = round(e.sent_ms * 1e6)
+    sent_ns = round(e.sent_ms * NS_PER_MS)
     answered = e.publish_ms is not None
     return SentRow(
         event_id=f"knative-{seq}",
@@ -244,7 +246,7 @@ def _sent_row(e: Event, seq: int, step: int, rate: int) -> SentRow:
         target_rate_per_s=rate,
         intended_ns=sent_ns,  # 2019 had no schedule: intended is sent
         sent_ns=sent_ns,
-        ack_ns=sent_ns + round(e.publish_ms * 1e6) if e.publish_ms is not None else None,
+        ack_ns=sent_ns + round(e.publish_ms * NS_PER_MS) if e.publish_ms is not None else None,
         status=202 if answered else 0,
         error=None if answered else IMPORTED_ERROR,
         worker=0,

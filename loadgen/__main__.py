@@ -30,6 +30,7 @@ from contract.lines import (
 from contract.parquet import PartWriter
 from contract.procs import raise_fd_limit
 from contract.records import SENT_FIELDS
+from contract.units import NS_PER_S
 from loadgen.clocksync import measure
 from loadgen.engine import Engine
 from loadgen.http import HttpTransport
@@ -174,7 +175,7 @@ async def _send(
     # between-steps collection so those stay short.
     gc.collect()
     gc.freeze()
-    start_ns = settings.start_at_ns or time.time_ns() + int(settings.start_delay_s * 1e9)
+    start_ns = settings.start_at_ns or time.time_ns() + int(settings.start_delay_s * NS_PER_S)
     start: SenderStart = {
         "event": "start",
         "pid": os.getpid(),

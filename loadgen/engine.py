@@ -32,6 +32,7 @@ from contract.lines import (
 )
 from contract.parquet import PartWriter
 from contract.records import INFLIGHT_CAP_ERROR
+from contract.units import MS_PER_S, NS_PER_MS
 from loadgen.recorder import NO_TIME, RowPlan, SentRecorder, is_decoy
 from loadgen.request import DECOY, MEASURE, WARMUP, Request, Transport
 from loadgen.schedule import NS_PER_S, PlannedStep
@@ -292,7 +293,7 @@ class Engine:
             request.state.failures += 1
         if self.window.latency is not None:
             answered_ns = time.time_ns() if ack_ns is None else ack_ns
-            latency_ms = (answered_ns - request.intended_ns) // 1_000_000
+            latency_ms = (answered_ns - request.intended_ns) // NS_PER_MS
             self.window.answered(latency_ms, None if ok else (error or f"HTTP {status}"))
         self.records.columns.append(
             request.seq,
@@ -320,7 +321,7 @@ class Engine:
         started = time.perf_counter()
         # What the collector frees shows whether a step leaves cyclic garbage (RSS growth).
         state.gc_collected = gc.collect()
-        state.gc_ms = round((time.perf_counter() - started) * 1e3, 2)
+        state.gc_ms = round((time.perf_counter() - started) * MS_PER_S, 2)
         # Answers still out are counted in the run's final summary, not in this line.
         line: StepEnd = {
             "event": "step_end",

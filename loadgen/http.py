@@ -26,6 +26,7 @@ import httptools
 from contract.formulas import percentile
 from contract.lines import TransportStats
 from contract.records import DECOY_EVENT_TYPE, EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
+from contract.units import MS_PER_S
 from loadgen.payload import PayloadBuilder
 from loadgen.request import Complete, Request
 
@@ -226,7 +227,7 @@ class HttpTransport:
             self._connect_started.pop(task, None)
         self._connecting -= 1
         self.connections_opened += 1
-        self._connect_ms.append((time.perf_counter() - started) * 1e3)
+        self._connect_ms.append((time.perf_counter() - started) * MS_PER_S)
         self._open.add(conn)
         self._ready(conn)
 

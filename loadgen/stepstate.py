@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from contract.formulas import achieved_rate_per_s, percentile
 from contract.lines import SenderStepSummary
+from contract.units import NS_PER_MS
 from loadgen.schedule import PlannedStep
 
 
@@ -55,4 +56,4 @@ class StepState:
 
 def ms(ns: int | None) -> float | None:
     """Nanoseconds as milliseconds, to the microsecond."""
-    return None if ns is None else round(ns / 1e6, 3)
+    return None if ns is None else round(ns / NS_PER_MS, 3)

@@ -20,6 +20,7 @@ from contract.errors import EvbenchError
 from contract.layout import safe_component
 from contract.lines import Listening, ReceiverLine, ReceiverStats, ReceiverStopped
 from contract.procs import raise_fd_limit
+from contract.units import NS_PER_MS
 from receivers.limits import Limits, add_limit_arguments, limits_from
 
 # Descriptors kept free for part files, the log, the listening socket and the runtime itself.
@@ -83,7 +84,7 @@ async def serve(args: argparse.Namespace) -> ReceiverStats:
         args.port,
         args.flush_interval,
         limits,
-        clock_shift_ns=round(args.clock_shift * 1_000_000),
+        clock_shift_ns=round(args.clock_shift * NS_PER_MS),
     )
     await receiver.start()
     stop = asyncio.Event()

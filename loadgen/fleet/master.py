@@ -35,6 +35,7 @@ from contract.lines import (
     WarningLine,
     parse_sender_line,
 )
+from contract.units import NS_PER_S
 from loadgen.fleet import messages
 from loadgen.fleet.tally import Tally
 from loadgen.pace import parse_warmup, resolve_pace
@@ -135,7 +136,7 @@ def _deadline_s(settings: SenderSettings) -> float:
     knobs = settings.knobs
     warmup = parse_warmup(knobs.warmup) if knobs.warmup else None
     steps = plan_steps(resolve_pace(settings.pace).steps, knobs.step_gap_s, warmup)
-    schedule_s = steps[-1].end_offset_ns / 1e9  # warm-up and gaps included
+    schedule_s = steps[-1].end_offset_ns / NS_PER_S  # warm-up and gaps included
     return schedule_s + knobs.drain_timeout_s + knobs.request_timeout_s + _DONE_SLACK_S
 
 
@@ -171,7 +172,7 @@ class _Fleet:
     def send_plans(self, settings: SenderSettings, count: int) -> None:
         # Indexes 0..N-1 by client id: stable, and independent of Locust's own (never reused).
         clients = sorted(self.ready)[:count]
-        self.start_at_ns = time.time_ns() + int((settings.start_delay_s + _LEAD_S) * 1e9)
+        self.start_at_ns = time.time_ns() + int((settings.start_delay_s + _LEAD_S) * NS_PER_S)
         for index, client_id in enumerate(clients):
             self.index_of[client_id] = index
             share = replace(
@@ -214,7 +215,7 @@ class _Fleet:
     def follow(self, deadline_s: float) -> None:
         """Print the fleet's progress once a second until every worker finished or failed."""
         assert self.start_at_ns is not None
-        ends_at = self.start_at_ns / 1e9 + deadline_s
+        ends_at = self.start_at_ns / NS_PER_S + deadline_s
         while not self.tally.finished:
             gevent.sleep(1.0)
             if (line := self.tally.progress_line()) is not None:
