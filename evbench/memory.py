@@ -57,6 +57,7 @@ from suts.settings import LabSettings
 from suts.tansu import Tansu, create_topic
 
 _REPORT_EVERY_S = 5.0
+_LAG_TIMEOUT_S = 10.0  # each offset query after the drain
 _FLUSH_EVERY_S = 30.0  # samples reach disk at least this often, so a crash keeps them
 _CE_HEADERS = [
     ("ce_specversion", b"1.0"),
@@ -175,7 +176,7 @@ def _broker(session: Session, lab: LabSettings) -> str:
         return lab.kafka_bootstrap
     broker = Tansu(session.sut_dir.logs / "tansu.log")
     bootstrap = broker.start()
-    session.teardown.callback(broker.stop)
+    session.on_teardown(broker.stop)
     if broker.pid is not None:
         session.sampler.watch("kafka", broker.pid)
     return bootstrap
@@ -258,7 +259,7 @@ def _start_consumer(
         consumer = LabConsumer(spec, backlog, session.start_receiver(), log, env)
     else:
         consumer = ClientConsumer(spec, backlog, options.bare, log, env)
-    session.teardown.callback(consumer.child.stop)  # by pid, on any exit
+    session.on_teardown(consumer.child.stop)  # by pid, on any exit
     session.sampler.watch("consumer", consumer.child.pid)
     session.echo(f"  consumer {spec.name} started, pid {consumer.child.pid}")
     return consumer
@@ -410,8 +411,13 @@ def _lag(session: Session, backlog: Backlog, ends: dict[int, int]) -> list[Parti
     """Each partition's committed offset and end, read once from outside the group (no
     rebalance) into samples/consumer-lag. The end is the fill's own where the broker reports
     less (see _fill)."""
+    # A broker just filled with gigabytes (and sharing the cores) may answer slowly.
     reader = ConsumerLagSampler(
-        backlog.bootstrap, backlog.group, backlog.topic, session.sut_dir.consumer_lag
+        backlog.bootstrap,
+        backlog.group,
+        backlog.topic,
+        session.sut_dir.consumer_lag,
+        timeout_s=_LAG_TIMEOUT_S,
     )
     try:
         reader.sample(end_floor=ends)

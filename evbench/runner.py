@@ -79,7 +79,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     with _Interrupts(echo) as interrupts, session:
         session.record = lambda status: session.write(session.document(pace, status, has_warmup))
         # Ctrl-C during the teardown is not the sender's to take any more.
-        session.teardown.callback(setattr, interrupts, "cleaning_up", True)
+        session.on_teardown(lambda: setattr(interrupts, "cleaning_up", True))
         _drive(session, opts, interrupts, live)
     _echo_summary(session.outcome, echo)
     return session.outcome
@@ -135,12 +135,25 @@ def _follow_sender(
         if doc is None:
             return None, None
         _watch_instruments(session, sender, follow)
-        line = parse_sender_line(doc)  # the one place the sender's output is read
+        try:
+            line = parse_sender_line(doc)  # the one place the sender's output is read
+        except EvbenchError as exc:  # a line short of its keys: the sender's contract broke
+            _unreadable(session, str(exc))
+            continue
         if line is None:
             continue  # a kind this orchestration does not know: a newer sender's
         if line["event"] == "done":
             return line, None
         _on_line(session, line, follow)
+
+
+def _unreadable(session: Session, why: str) -> None:
+    """A line of the sender's that does not read as its type: an instrument failure, said once
+    per kind (the run goes on, so its records are kept)."""
+    failure = f"{why}: the sender and this evbench do not agree on its lines"
+    if failure not in session.outcome.instrument_failures:
+        session.outcome.instrument_failures.append(failure)
+        session.echo(f"instrument failed: {failure}")
 
 
 def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None:

@@ -273,7 +273,10 @@ class _Search:
         if receiver is None or not receiver.alive():
             raise _InstrumentFailed("the receiver died (see logs/receiver.log)")
         _wait_until_written(self.session)
-        if refused := receiver_refusals(self.session.receiver_stats() or {}):
+        stats = self.session.receiver_stats()
+        if stats is None:
+            raise _InstrumentFailed("the receiver did not answer /stats with its counters")
+        if refused := receiver_refusals(stats):
             raise _InstrumentFailed(refused)
 
     def _record(self, status: RunStatus | None) -> None:

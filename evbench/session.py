@@ -7,8 +7,9 @@ run record.
 and when to stop; the session owns how the instruments and the system start, what every option
 means (evbench.options.SessionOptions) and how it all ends.
 
-Teardown, in this order (each step runs even if one before it failed; Ctrl-C is ignored while
-it runs, so a second one cannot leave a process behind):
+Teardown, in this order (each step runs even if one before it failed; Ctrl-C and SIGTERM are
+ignored while it runs, so a second one cannot leave a process behind):
+  0. the policy's own steps (`on_teardown`: memory's consumer and broker), last added first;
   1. the senders (a fleet's master first: it stops its workers' senders as Ctrl-C does);
   2. the system, with its lag sampler (its last deliveries still land in the receiver);
   3. the receiver, whose final report is judged (evbench.health): a failed receiver fails the
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
@@ -76,6 +78,7 @@ class Session:
         self.restarts = 0
         self.record: Callable[[RunStatus | None], None] = lambda status: None
         self.teardown = ExitStack()
+        self._policy_steps = ExitStack()  # a policy's own teardown steps (on_teardown)
 
     @classmethod
     def open(
@@ -92,7 +95,7 @@ class Session:
     # lifecycle --------------------------------------------------------------------------------
     def __enter__(self) -> Session:
         stack = self.teardown
-        ignore_sigint = _ignore_sigint_later(stack)
+        ignore_signals = _ignore_signals_later(stack)
         stack.callback(lambda: self.record(None))
         stack.callback(self.client.close)
         stack.callback(self.sampler.stop)
@@ -101,9 +104,15 @@ class Session:
         stack.callback(self._stop_receiver)
         stack.callback(self.stop_system)
         stack.callback(self.stop_senders)
-        stack.callback(ignore_sigint)
+        stack.callback(self._policy_steps.close)
+        stack.callback(ignore_signals)
         self.sampler.start()
         return self
+
+    def on_teardown(self, step: Callable[[], object]) -> None:
+        """A policy's own step of the teardown (say, stopping a process it started): run before
+        the session's, the last added first, with signals ignored as for the rest."""
+        self._policy_steps.callback(step)
 
     def __exit__(
         self,
@@ -134,15 +143,22 @@ class Session:
     # the receiver -----------------------------------------------------------------------------
     def start_receiver(self) -> str:
         """The receiver where --receiver-host/--receiver-port say; its base URL."""
-        receiver = self.opts.receiver
-        self.receiver, self.base_url = start_receiver(
-            self.sut_dir.received,
-            self.sut_dir.logs / "receiver.log",
-            receiver.host,
-            receiver.port,
-            limits=receiver_limits(self.opts.send.payload_bytes),
-            clock_shift_ms=receiver.clock_shift_ms,
-        )
+        receiver, log = self.opts.receiver, self.sut_dir.logs / "receiver.log"
+        try:
+            self.receiver, self.base_url = start_receiver(
+                self.sut_dir.received,
+                log,
+                receiver.host,
+                receiver.port,
+                limits=receiver_limits(self.opts.send.payload_bytes),
+                clock_shift_ms=receiver.clock_shift_ms,
+            )
+        except (RuntimeError, TimeoutError):  # it exited, or never said it listens
+            where = f"{receiver.host}:{receiver.port or 'a free port'}"
+            raise EvbenchError(
+                f"the receiver could not listen on {where} ({_last_line(log)}): is "
+                f"--receiver-host an address of this host, and --receiver-port free? See {log}"
+            ) from None
         self.sampler.watch("receiver", self.receiver.pid)
         return self.base_url
 
@@ -159,8 +175,11 @@ class Session:
         failure, said as one."""
         stats = self.receiver_stats()
         if stats is None:
-            raise EvbenchError(f"the receiver at {self.base_url} does not answer /stats")
-        return int(stats["received"])
+            raise EvbenchError(
+                f"the receiver at {self.base_url} did not answer /stats with its counters "
+                f"(see {self.sut_dir.logs / 'receiver.log'})"
+            )
+        return stats["received"]
 
     def stragglers(
         self,
@@ -294,7 +313,7 @@ class Session:
     def _failed_if_raised(self, kind: type[BaseException] | None, *_: object) -> bool:
         """An exception in the policy or in a step of the teardown (say, a system that would
         not stop) leaves run.json saying failed, never completed; the exception goes on."""
-        if kind is not None and self.outcome.status != "interrupted":
+        if kind is not None:
             self.outcome.status = "failed"
         return False
 
@@ -339,17 +358,32 @@ def wait_for_stragglers(
             last, last_change = current["received"], time.monotonic()
 
 
-def _ignore_sigint_later(stack: ExitStack) -> Callable[[], None]:
-    """A callable that ignores Ctrl-C for the rest of the teardown, and on `stack`'s way out
-    the handler from before restored (main thread only: signals are the main thread's)."""
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+def _ignore_signals_later(stack: ExitStack) -> Callable[[], None]:
+    """A callable that ignores Ctrl-C and SIGTERM for the rest of the teardown, and on
+    `stack`'s way out the handlers from before restored (main thread only: signals are the
+    main thread's)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    stack.callback(signal.signal, signal.SIGINT, signal.getsignal(signal.SIGINT))
+    for sig in _STOPPING:
+        stack.callback(signal.signal, sig, signal.getsignal(sig))
 
     def ignore() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in _STOPPING:
+            signal.signal(sig, signal.SIG_IGN)
 
     return ignore
+
+
+def _last_line(log: Path) -> str:
+    """What a process said last in its log (its own account of why it stopped)."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "nothing logged"
 
 
 def _ready_text(ready: dict[str, Any]) -> str:

@@ -86,7 +86,11 @@ async def serve(args: argparse.Namespace) -> ReceiverStats:
         limits,
         clock_shift_ns=round(args.clock_shift * NS_PER_MS),
     )
-    await receiver.start()
+    try:
+        await receiver.start()
+    except OSError as exc:  # the address: taken, or not this host's; said in one line
+        why = f"receiver: cannot listen on {args.host}:{args.port}: {exc.strerror}"
+        raise SystemExit(why) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -31,7 +31,9 @@ class ConsumerLagSampler:
         topic: str,
         out_dir: Path,
         interval_s: float = 5.0,
+        timeout_s: float = 5.0,  # each call to the broker; a busy broker may need more
     ) -> None:
+        self.timeout_s = timeout_s
         self.group = group
         self.topic = topic
         self.interval_s = interval_s
@@ -59,16 +61,16 @@ class ConsumerLagSampler:
             return self._sample(end_floor or {})
 
     def _sample(self, end_floor: Mapping[int, int]) -> int:
-        metadata = self.consumer.list_topics(self.topic, timeout=5)
+        metadata = self.consumer.list_topics(self.topic, timeout=self.timeout_s)
         partitions = [
             TopicPartition(self.topic, p) for p in sorted(metadata.topics[self.topic].partitions)
         ]
-        committed = self.consumer.committed(partitions, timeout=5)
+        committed = self.consumer.committed(partitions, timeout=self.timeout_s)
         now_ns = time.time_ns()
         rows = []
         for tp in committed:
             low, high = self.consumer.get_watermark_offsets(
-                TopicPartition(self.topic, tp.partition), timeout=5, cached=False
+                TopicPartition(self.topic, tp.partition), timeout=self.timeout_s, cached=False
             )
             high = max(high, end_floor.get(tp.partition, 0))
             offset = tp.offset if tp.offset >= 0 else None

@@ -154,3 +154,20 @@ def test_the_receiver_listens_where_asked_and_the_users_system_gets_the_events(
     assert hop.forwarded == len(sent)
     run = json.loads((root / "run.json").read_text())
     assert run["status"] == "completed" and run["instrument_failures"] == []
+
+
+@pytest.mark.parametrize("command", ["run", "search"])
+def test_a_receiver_port_already_taken_is_named_not_a_traceback(tmp_path, command):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        pace = ["--pace", "100:1"] if command == "run" else ["--from", "200", "--max", "200"]
+        done = _evbench(
+            tmp_path, command, "--sut", "direct", "--receiver-port", port, "--no-analyze",
+            "--run-id", "busy", *pace,
+        )  # fmt: skip
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr[-3000:]
+    assert f"could not listen on 127.0.0.1:{port}" in done.stderr, done.stderr[-3000:]
+    assert "address already in use" in done.stderr and "--receiver-port free" in done.stderr
