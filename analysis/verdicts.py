@@ -1,18 +1,24 @@
 """The breaking-point rule (DESIGN §4), in one place, pure and table-tested.
 
-A step is judged in this order:
-1. *sender-limited*: the sender did not keep the pace (achieved rate of handled slots below
-   `min_sender_ratio` of the target, or lag p99 above `max_sender_lag_p99_ms`). Inconclusive:
-   never a break of the system under test.
-2. *insufficient-data*: fewer than `min_events` events. Inconclusive.
-3. *breaks* when any of: send failures above `max_send_failure_ratio` of scheduled events; lost
-   above `max_lost_ratio` of acked events; delivered rate below `min_delivered_ratio` of the
-   target; end-to-end latency rising through the step by more than
+A step is judged so:
+1. *breaks* when the system failed what it was offered, beyond anything the sender's own
+   shortfall explains (see 3), with at least `min_events` events; a step whose sender was also
+   short says so (and by how much) among its reasons.
+2. *sender-limited*: the sender did not keep the pace (achieved rate of handled slots below
+   `min_sender_ratio` of the target, or lag p99 above `max_sender_lag_p99_ms`) and that could
+   explain whatever else went wrong. Inconclusive: never a break of the system under test.
+   *insufficient-data*: fewer than `min_events` events. Inconclusive.
+3. The system's failures are any of: send failures above `max_send_failure_ratio` of
+   scheduled events; lost above `max_lost_ratio` of acked events; delivered rate below
+   `min_delivered_ratio` of the target; end-to-end latency rising through the step by more than
    max(`latency_rise_min_ms`, `latency_rise_ratio` x the step's median) (a positive slope that
    does not flatten: a queue growing without bound); or end-to-end P99 above
    max(`latency_inflation_min_ms`, `latency_inflation_ratio` x the baseline P99), the baseline
    being the P99 of the pace's first step (a standing queue: the system delivers the rate, but
-   seconds late).
+   seconds late). When the sender missed the pace, what its shortfall explains is forgiven:
+   `sender_excuse_ratio` x its lag p99 of latency (end-to-end latency counts from the intended
+   time, so a late sender shows there by about its lateness), and the rate it did not offer;
+   failures and losses are the system's answers whatever the pace.
 4. otherwise *holds*.
 
 An *instrument failure* (the sender or receiver died or ended badly, records are missing, nothing
@@ -55,6 +61,9 @@ class Thresholds:
     latency_inflation_min_ms: float = 100.0
     min_sender_ratio: float = 0.99
     max_sender_lag_p99_ms: float = 10.0
+    # A late sender excuses this many times its lag p99 of end-to-end latency (rise or P99):
+    # latency counts from the intended time, so its lateness shows there, and no more.
+    sender_excuse_ratio: float = 3.0
     min_events: int = 100
 
     def as_dict(self) -> dict[str, Any]:
@@ -116,41 +125,67 @@ class Verdict:
 
 
 def judge(fig: StepFigures, t: Thresholds) -> Verdict:
+    """The rule: a step breaks when the system failed what it was offered beyond anything the
+    sender's own shortfall explains; it is sender-limited (inconclusive) only when that
+    shortfall could explain what went wrong, or nothing did."""
+
     def verdict(kind: str, *reasons: str) -> Verdict:
         return Verdict(fig.step, fig.target_rate_per_s, kind, reasons)
 
-    limited = []
-    if fig.sender_ratio < t.min_sender_ratio:
-        limited.append(f"sender achieved {fig.sender_ratio:.1%} of the pace")
-    if fig.sender_lag_p99_ms is not None and fig.sender_lag_p99_ms > t.max_sender_lag_p99_ms:
-        limited.append(f"sender lag p99 {fig.sender_lag_p99_ms:.1f} ms")
-    if limited:
-        return verdict(SENDER_LIMITED, *limited)
+    shortfall = sender_shortfall(fig, t)
     if fig.scheduled < t.min_events:
+        if shortfall:
+            return verdict(SENDER_LIMITED, *shortfall)
         return verdict(INSUFFICIENT, f"{fig.scheduled} events < {t.min_events}")
+    if broken := system_breaks(fig, t, excused=bool(shortfall)):
+        if shortfall:  # late too, but that cannot explain these
+            broken.append(f"the sender was also short: {'; '.join(shortfall)}")
+        return verdict(BREAKS, *broken)
+    return verdict(SENDER_LIMITED, *shortfall) if shortfall else verdict(HOLDS)
 
+
+def sender_shortfall(fig: StepFigures, t: Thresholds) -> list[str]:
+    """How the sender missed the pace: short of its rate, or late to its slots (empty: it
+    kept the pace)."""
+    short = []
+    if fig.sender_ratio < t.min_sender_ratio:
+        short.append(f"sender achieved {fig.sender_ratio:.1%} of the pace")
+    if fig.sender_lag_p99_ms is not None and fig.sender_lag_p99_ms > t.max_sender_lag_p99_ms:
+        short.append(f"sender lag p99 {fig.sender_lag_p99_ms:.1f} ms")
+    return short
+
+
+def system_breaks(fig: StepFigures, t: Thresholds, excused: bool) -> list[str]:
+    """What the system failed of what it was offered. With `excused` (the sender missed the
+    pace), only what the sender's shortfall cannot explain: end-to-end latency counts from the
+    intended time, so a sender late by L adds about L to it (`sender_excuse_ratio` x its lag
+    p99 is forgiven); a sender short of the rate offered less, so the system owes only that;
+    failures and losses are the system's answers to what it was sent, whatever the pace."""
+    lag_ms = (fig.sender_lag_p99_ms or 0.0) if excused else 0.0
+    forgiven_ms = t.sender_excuse_ratio * lag_ms
+    offered = min(1.0, fig.sender_ratio) if excused else 1.0
     broken = []
     if fig.send_failures > t.max_send_failure_ratio * fig.scheduled:
         broken.append(f"{fig.send_failures} send failures of {fig.scheduled}")
     if fig.lost > t.max_lost_ratio * max(fig.acked, 1):
         broken.append(f"{fig.lost} lost of {fig.acked} acked")
-    expected = fig.expected_delivery_rate_per_s or fig.target_rate_per_s
+    expected = (fig.expected_delivery_rate_per_s or fig.target_rate_per_s) * offered
     if fig.delivered_rate_per_s < t.min_delivered_ratio * expected:
         broken.append(f"delivered {fig.delivered_rate_per_s:.0f}/s of {expected:.0f}/s")
     if fig.e2e_rise_ms is not None and fig.e2e_median_ms is not None:
         allowed = max(t.latency_rise_min_ms, t.latency_rise_ratio * fig.e2e_median_ms)
-        if fig.e2e_rise_ms > allowed:
+        if fig.e2e_rise_ms > allowed + forgiven_ms:
             broken.append(f"e2e latency rose {fig.e2e_rise_ms:.0f} ms through the step")
     if fig.e2e_p99_ms is not None and fig.baseline_e2e_p99_ms is not None:
         allowed = max(
             t.latency_inflation_min_ms, t.latency_inflation_ratio * fig.baseline_e2e_p99_ms
         )
-        if fig.e2e_p99_ms > allowed:
+        if fig.e2e_p99_ms > allowed + forgiven_ms:
             broken.append(
                 f"e2e P99 {fig.e2e_p99_ms:.0f} ms, over {allowed:.0f} ms "
                 f"({t.latency_inflation_ratio:g}x the first step's {fig.baseline_e2e_p99_ms:.0f})"
             )
-    return verdict(BREAKS, *broken) if broken else verdict(HOLDS)
+    return broken
 
 
 def breaking_point(verdicts: Sequence[Verdict]) -> tuple[int | None, int | None]:

@@ -61,8 +61,54 @@ JUDGE = [
     ("fast system: the floor applies", fig(e2e_p99_ms=34.0, baseline_e2e_p99_ms=2.0), HOLDS, ""),
     ("over the floor", fig(e2e_p99_ms=101.0, baseline_e2e_p99_ms=2.0), BREAKS, "over 100 ms"),
     ("no baseline yet", fig(e2e_p99_ms=5000.0), HOLDS, ""),
-    ("sender lagging", fig(sender_lag_p99_ms=25.0, send_failures=5000), SENDER_LIMITED, "lag"),
+    ("sender lagging", fig(sender_lag_p99_ms=25.0), SENDER_LIMITED, "lag p99 25.0 ms"),
     ("sender short of the pace", fig(sender_ratio=0.9), SENDER_LIMITED, "90.0%"),
+    # A late sender excuses what its lateness explains, and nothing more (issue 25's case:
+    # source-kafka at 2000/s, sender lag p99 37 ms, end-to-end P99 seconds).
+    (
+        "late sender, latency climbing to seconds",
+        fig(sender_lag_p99_ms=37.0, sender_ratio=0.9997, e2e_rise_ms=2900.0),
+        BREAKS,
+        "rose 2900 ms through the step the sender was also short: sender lag p99 37.0 ms",
+    ),
+    (
+        "late sender, a standing queue of seconds",
+        fig(sender_lag_p99_ms=30.0, e2e_p99_ms=8070.0, baseline_e2e_p99_ms=20.0),
+        BREAKS,
+        "e2e P99 8070 ms",
+    ),
+    ("late sender, flat latency", fig(sender_lag_p99_ms=30.0, e2e_rise_ms=5.0), SENDER_LIMITED, ""),
+    (
+        "late sender explains its own lateness in the P99",
+        fig(sender_lag_p99_ms=30.0, e2e_p99_ms=180.0, baseline_e2e_p99_ms=2.0),
+        SENDER_LIMITED,
+        "lag p99 30.0 ms",
+    ),
+    (
+        "late sender explains a rise of its own order",
+        fig(sender_lag_p99_ms=30.0, e2e_rise_ms=100.0),
+        SENDER_LIMITED,
+        "",
+    ),
+    (
+        "late sender cannot excuse failures",
+        fig(sender_lag_p99_ms=25.0, send_failures=5000),
+        BREAKS,
+        "5000 send failures",
+    ),
+    (
+        "short sender: the system delivered what it was offered",
+        fig(sender_ratio=0.9, delivered_rate_per_s=890.0),
+        SENDER_LIMITED,
+        "90.0%",
+    ),
+    (
+        "short sender: the system delivered half of it",
+        fig(sender_ratio=0.9, delivered_rate_per_s=450.0),
+        BREAKS,
+        "delivered 450/s of 900/s",
+    ),
+    ("short sender, few events", fig(sender_ratio=0.5, scheduled=60), SENDER_LIMITED, "50.0%"),
     (
         "too few samples",
         fig(rate=2, scheduled=60, acked=60, delivered_rate_per_s=2.0),
