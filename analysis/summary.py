@@ -306,6 +306,7 @@ def evidence(inputs: SutInputs, counts: CountsDoc) -> InstrumentEvidence:
         direct=run.get("sut") == "direct",
         sut_processes_died=bool((run.get("sut_settings") or {}).get("died")),
         receiver_connections=receiver.get("connections"),
+        receiver_url=run["receiver"].get("url") if "receiver" in run else None,
     )
 
 

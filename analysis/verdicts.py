@@ -241,6 +241,7 @@ class InstrumentEvidence:
     direct: bool = False  # the sender sent to the receiver itself: its acks are the receiver's
     sut_processes_died: bool = False  # a process of the system under test exited during the run
     receiver_connections: int | None = None  # connections the receiver accepted, if it said
+    receiver_url: str | None = None  # where the system was to deliver, if run.json says
 
 
 def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
@@ -264,10 +265,27 @@ def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
         )
     elif e.deliveries == 0 and e.acked > e.acked_decoys and _delivery_path_untried(e):
         found.append(
-            f"nothing received although {e.acked - e.acked_decoys} events were acked "
-            "(is the receiver reachable from the system, and recording?)"
+            wiring_diagnosis(e.acked - e.acked_decoys, e.receiver_url, e.receiver_connections)
         )
     return tuple(found)
+
+
+def wiring_diagnosis(acked: int, receiver_url: str | None, connections: int | None) -> str:
+    """Acks and no delivery at all: nearly always a wiring mistake (the system delivers
+    elsewhere), said as one with what to check, never read as the system's collapse."""
+    where = receiver_url or "the receiver's URL"
+    if connections:
+        return (
+            f"nothing received although {acked} events were acked: {connections} connections "
+            f"reached the receiver at {where} but delivered nothing it could record (see its "
+            "malformed and refused counts in run.json)"
+        )
+    return (
+        f"nothing received although {acked} events were acked, and nothing connected to the "
+        f"receiver: a wiring mistake, not the system's collapse. Check that the system delivers "
+        f"to {where} (its subscriber or sink URL; --receiver-host and --receiver-port; a "
+        "trigger filter that matches nothing)"
+    )
 
 
 def _delivery_path_untried(e: InstrumentEvidence) -> bool:

@@ -69,6 +69,7 @@ class SenderDoc(TypedDict):
 class ReceiverDoc(TypedDict):
     engine: str
     stats: ReceiverStats | NotReported  # its final counters
+    url: NotRequired[str]  # where the system was to deliver (its base URL)
 
 
 class ClockDoc(TypedDict):

@@ -49,6 +49,14 @@ def add_lab_arguments(run: argparse.ArgumentParser, only: tuple[str, ...] | None
     lab.add_argument(
         "--receiver-port", type=port_number, default=0, help="receiver port (default 0: a free one)"
     )
+    lab.add_argument(
+        "--receiver-url",
+        default=None,
+        metavar="URL",
+        help="the receiver as the system reaches it, when that is not http://HOST:PORT/ (a "
+        "--receiver-host of 0.0.0.0, a Service, a NAT): the subscriber URL the system is given "
+        "and run.json records",
+    )
     defaults = LabSettings()
     for name, flag, kwargs, _ in LAB_FLAGS:
         if only is not None and name not in only:

@@ -54,7 +54,7 @@ from loadgen.settings import SendKnobs
 from suts.consumers.predict import predicted
 from suts.lag import ConsumerLagSampler
 from suts.settings import LabSettings
-from suts.tansu import Tansu, create_topic
+from suts.tansu import Tansu, create_topic, delete_topic, topic_backlog
 
 _REPORT_EVERY_S = 5.0
 _LAG_TIMEOUT_S = 10.0  # each offset query after the drain
@@ -82,6 +82,7 @@ class MemoryOptions(SessionOptions):
     max_backlog_bytes: int = 4 * 2**30  # a fresh Tansu keeps every record in memory
     bare: BareClientOptions = field(default_factory=BareClientOptions)
     malloc_arena_max: int | None = None
+    keep_topics: bool = False  # on the user's Kafka: keep the scenarios' own topics
 
 
 def status_fields(text: str) -> dict[str, int]:
@@ -103,6 +104,7 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
     root = options.runs_dir / f"{safe_component('run id', run_id)}-memory"
     if root.exists():
         raise EvbenchError(f"{root} already exists: choose another --run-id")
+    counts = _partition_counts(options)  # before anything is written: the topic may be absent
     root.mkdir(parents=True)
     options = replace(options, run_id=run_id, send=SendKnobs(payload_bytes=options.event_bytes))
     rows: list[ScenarioDoc] = []
@@ -112,7 +114,7 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
         doc: MemoryDoc = {"scenarios": rows, "failed": failed, "interrupted": interrupted}
         (root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
 
-    for partitions in options.partitions:
+    for partitions in counts:
         for spec in options.consumers:
             name = f"{spec.name}-p{partitions}"
             echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
@@ -136,38 +138,69 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
     return root, failed
 
 
+def _partition_counts(options: MemoryOptions) -> tuple[int, ...]:
+    """The matrix's partition counts; an existing topic (--topic) is drained as it is, with its
+    own partitions."""
+    topic, kafka = options.lab.topic, options.lab.kafka_bootstrap
+    if not topic:
+        return options.partitions
+    if not kafka:
+        raise EvbenchError("--topic names a topic of your Kafka to drain: give --kafka-bootstrap")
+    return (len(topic_backlog(kafka, topic)),)
+
+
 def _scenario(
     options: MemoryOptions, spec: ConsumerSpec, partitions: int, echo: Echo
 ) -> ScenarioDoc:
     """One consumer draining one backlog, as one session: the broker (a fresh Tansu, or the
-    user's --kafka-bootstrap) and the consumer are stopped by the session's teardown."""
+    user's --kafka-bootstrap), the scenario's own topic and the consumer are stopped or
+    deleted by the session's teardown."""
     session = Session.open(options, "memory", echo)
     with session:
-        bootstrap = _broker(session, options.lab)
-        # On the user's Kafka a scenario's topic and group are its own; a fresh broker holds
-        # one scenario only, under the names seed 000 used.
-        own = options.lab.kafka_bootstrap is not None
-        topic = f"evbench-{session.run_id}-{options.sut}" if own else "backlog"
-        group = f"evbench-{session.run_id}-{options.sut}" if own else f"memory-{options.sut}"
-        create_topic(bootstrap, topic, partitions, options.lab.replication)
-        produced, fill_s, ends = _fill(bootstrap, topic, options)
-        mib = produced * options.event_bytes / 2**20
-        echo(f"  filled {produced} events ({mib:.0f} MiB) in {fill_s:.1f} s")
-        backlog = Backlog(bootstrap, topic, group, produced)
+        backlog, fill_s, ends, where = _backlog(session, options, partitions)
         result = _consume(options, spec, partitions, backlog, session)
         result["fill_s"] = round(fill_s, 3)
         result["lag"] = _lag(session, backlog, ends)
         result["never_consumed"] = never_consumed(result["per_partition"], result["lag"])
         result["kafka"] = {
-            "bootstrap": bootstrap,
-            "broker": "given with --kafka-bootstrap" if own else "Tansu (fresh for this scenario)",
-            "topic": topic,
-            "group": group,
+            "bootstrap": backlog.bootstrap,
+            "broker": where,
+            "topic": backlog.topic,
+            "group": backlog.group,
         }
         result["receiver_url"] = session.base_url or None  # the lab's consumers deliver there
     result["instrument_failures"] = session.outcome.instrument_failures
-    _say(result, group, topic, echo)
+    _say(result, backlog.group, backlog.topic, echo)
     return result
+
+
+def _backlog(
+    session: Session, options: MemoryOptions, partitions: int
+) -> tuple[Backlog, float, dict[int, int], str]:
+    """The backlog to drain, the fill's time, each partition's end and where it is: an
+    existing topic of the user's (--topic, drained as it is and never changed), a topic of the
+    scenario's own on the user's Kafka (filled, and deleted at the end unless --keep-topics),
+    or the fresh Tansu's, under the names seed 000 used."""
+    lab, echo = options.lab, session.echo
+    own_kafka = lab.kafka_bootstrap is not None
+    bootstrap = _broker(session, lab)
+    name = f"evbench-{session.run_id}-{options.sut}"
+    group = name if own_kafka else f"memory-{options.sut}"
+    if lab.topic:
+        offsets = topic_backlog(bootstrap, lab.topic)
+        produced = sum(end - low for low, end in offsets.values())
+        echo(f"  draining {lab.topic} as it is: {produced} events in {len(offsets)} partitions")
+        ends = {p: end for p, (_, end) in offsets.items()}
+        return Backlog(bootstrap, lab.topic, group, produced), 0.0, ends, "the user's topic"
+    topic = name if own_kafka else "backlog"
+    create_topic(bootstrap, topic, partitions, lab.replication)
+    if own_kafka and not options.keep_topics:
+        session.on_teardown(lambda: delete_topic(bootstrap, topic))
+    produced, fill_s, ends = _fill(bootstrap, topic, options)
+    mib = produced * options.event_bytes / 2**20
+    echo(f"  filled {produced} events ({mib:.0f} MiB) in {fill_s:.1f} s")
+    where = "given with --kafka-bootstrap" if own_kafka else "Tansu (fresh for this scenario)"
+    return Backlog(bootstrap, topic, group, produced), fill_s, ends, where
 
 
 def _broker(session: Session, lab: LabSettings) -> str:

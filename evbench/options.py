@@ -44,6 +44,7 @@ class SessionOptions:
     receiver_host: str = "127.0.0.1"
     receiver_port: int = 0
     receiver_clock_shift_ms: float = 0.0
+    receiver_url: str | None = None  # as the system reaches it (default: where it listens)
     grace_s: float = 5.0  # stop waiting for stragglers after this long without one
     grace_cap_s: float = 60.0  # and never wait longer than this
     lag_interval_s: float = 5.0  # consumer lag sampled this often on a topic
@@ -84,6 +85,7 @@ class RunOutcome:
     # Each sender worker's clock offsets (SenderClock) as of the start line; done has both.
     sender_clocks: dict[str, SenderClock] = field(default_factory=dict)
     grace: dict[str, Any] = field(default_factory=dict)  # how waiting for stragglers ended
+    receiver_url: str = ""  # the receiver's base URL, once it listens
 
     @property
     def exit_code(self) -> int:

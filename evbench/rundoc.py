@@ -19,6 +19,7 @@ from contract.documents import (
     ClockDoc,
     NotReported,
     PaceDoc,
+    ReceiverDoc,
     RunDoc,
     RunStatus,
     SearchSenderSummary,
@@ -111,7 +112,7 @@ def run_document(
         },
         "payload_bytes": knobs.payload_bytes,
         "sender": sender_document(knobs, opts.workers, sender),
-        "receiver": {"engine": RECEIVER_ENGINE, "stats": outcome.receiver},
+        "receiver": receiver_document(outcome),
         "grace": {"grace_s": opts.grace_s, "cap_s": opts.grace_cap_s, **outcome.grace},
         "hosts": {"sender": env.host, "receiver": env.host},
         "clock": clock_document(
@@ -125,6 +126,13 @@ def run_document(
         "started_ns": started_ns,
         "ended_ns": ended_ns,
     }
+
+
+def receiver_document(outcome: RunOutcome) -> ReceiverDoc:
+    doc: ReceiverDoc = {"engine": RECEIVER_ENGINE, "stats": outcome.receiver}
+    if outcome.receiver_url:
+        doc["url"] = outcome.receiver_url
+    return doc
 
 
 def pace_document(pace: Pace) -> PaceDoc:

@@ -203,9 +203,13 @@ class _Search:
         )
         # What arrived before this probe, duplicates included, plus what it had acked: a count
         # summed over the probes would be reached early after any duplicate delivery.
+        stats_before = session.receiver_stats()
         received_before = session.received()
         done = self._send(settings, step, probe)
         session.stragglers(received_before + done["ok"])
+        if wiring := session.wiring_mistake(done["ok"], stats_before):
+            # Bisecting down to 1/s would only repeat it: the search stops at the first probe.
+            raise _InstrumentFailed(wiring)
         self._check_receiver()
         new_sent = sorted(set(part_files(sut_dir.sent)) - before)
         if not new_sent:

@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import httpx
 
+from analysis.verdicts import wiring_diagnosis
 from contract.documents import NotReported, RunDoc, RunStatus
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
@@ -160,6 +161,8 @@ class Session:
                 f"--receiver-host an address of this host, and --receiver-port free? See {log}"
             ) from None
         self.sampler.watch("receiver", self.receiver.pid)
+        # Where the system delivers: the URL it reaches the receiver at, if the user gave one.
+        self.outcome.receiver_url = self.opts.receiver_url or f"{self.base_url}/"
         return self.base_url
 
     def receiver_stats(self) -> ReceiverStats | None:
@@ -180,6 +183,18 @@ class Session:
                 f"(see {self.sut_dir.logs / 'receiver.log'})"
             )
         return stats["received"]
+
+    def wiring_mistake(self, acked: int, before: ReceiverStats | None = None) -> str | None:
+        """Acks and, since `before`, not one delivery nor connection at the receiver, while
+        the system's processes live: the system delivers elsewhere (None: not that)."""
+        now = self.receiver_stats()
+        if now is None or acked <= 0 or self.dead() or self.opts.send.decoy_every == 1:
+            return None
+        received = now["received"] - (before["received"] if before else 0)
+        connections = now["connections"] - (before["connections"] if before else 0)
+        if received or connections:
+            return None
+        return wiring_diagnosis(acked, self.outcome.receiver_url, connections)
 
     def stragglers(
         self,
@@ -209,9 +224,10 @@ class Session:
         run_id = self.run_id if not self.restarts else f"{self.run_id}-r{self.restarts}"
         sut = self.make(opts.sut, opts.lab, self.sut_dir.logs, run_id, opts.receiver_host)
         self.sut = sut
-        if (message := sut.start_message(f"{self.base_url}/")) is not None:
+        subscriber = self.outcome.receiver_url
+        if (message := sut.start_message(subscriber)) is not None:
             self.echo(message)
-        self.target = sut.start(f"{self.base_url}/")
+        self.target = sut.start(subscriber)
         for role, pid in sut.processes().items():
             self.sampler.watch(role, pid)
         if sut.components:

@@ -88,6 +88,7 @@ def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "workers": args.workers,
         "receiver_host": args.receiver_host,
         "receiver_port": args.receiver_port,
+        "receiver_url": args.receiver_url,
         "receiver_clock_shift_ms": args.receiver_clock_shift,
         "grace_s": args.grace,
         "grace_cap_s": args.grace_cap,

@@ -37,7 +37,15 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
         dict(metavar="HOST:PORT", help="use this Kafka instead of a fresh local Tansu broker"),
         None,
     ),
-    ("topic", "--topic", dict(help="external: produce to this topic"), None),
+    (
+        "topic",
+        "--topic",
+        dict(
+            help="your Kafka topic (with --kafka-bootstrap): `--sut external` runs and searches "
+            "produce to it; `memory` drains it as it is, never writing to it"
+        ),
+        None,
+    ),
     (
         "partitions",
         "--partitions",

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contract.errors import EvbenchError
@@ -121,3 +121,28 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) 
             return
         time.sleep(0.1)
     raise EvbenchError(f"topic {topic} on {bootstrap} did not show {partitions} partitions")
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Delete one topic this run created (never another)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.delete_topics([topic])[topic].result(30)
+    except KafkaException as exc:
+        raise EvbenchError(f"could not delete topic {topic} on {bootstrap}: {exc}") from None
+
+
+def topic_backlog(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Each partition's (low, end) offsets of an existing topic: what a consumer starting from
+    the earliest offset has to drain. An EvbenchError names a topic that is not there."""
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "evbench-backlog-probe"})
+    try:
+        found = reader.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise EvbenchError(f"no topic {topic} on {bootstrap} (--topic names one to drain)")
+        return {
+            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            for p in sorted(found.partitions)
+        }
+    finally:
+        reader.close()

@@ -105,7 +105,13 @@ def add(commands: Subcommands) -> None:
         metavar="N",
         help="fill the topic with N events instead (never more than --max-backlog-mib)",
     )
-    add_lab_arguments(memory, only=("kafka_bootstrap", "replication"))
+    add_lab_arguments(memory, only=("kafka_bootstrap", "topic", "replication"))
+    memory.add_argument(
+        "--keep-topics",
+        action="store_true",
+        help="with --kafka-bootstrap: keep the scenarios' own topics (evbench-<run>-<scenario>) "
+        "instead of deleting them at each scenario's end",
+    )
     add_session_arguments(memory, only=("run_id", "runs_dir", "no_analyze"))
     memory.set_defaults(main=main)
 
@@ -142,6 +148,7 @@ def main(args: argparse.Namespace) -> int:
         lab=lab_settings(args),
         receiver_host=args.receiver_host,
         receiver_port=args.receiver_port,
+        receiver_url=args.receiver_url,
         partitions=args.partitions,
         consumers=specs,
         fill_s=args.fill,
@@ -155,6 +162,7 @@ def main(args: argparse.Namespace) -> int:
             memory_limit_bytes=args.memory_limit_mib * 2**20 if args.memory_limit_mib else None,
         ),
         malloc_arena_max=args.malloc_arena_max,
+        keep_topics=args.keep_topics,
     )
     root, failed = run_memory(options, echo)
     echo(f"-> {root}")

@@ -8,17 +8,18 @@ import json
 import socket
 import subprocess
 import sys
-import threading
-import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
-from suts.tansu import Tansu
+from evbench.searchplan import Resolution
+from suts.tansu import Tansu, create_topic
+from tests.e2e.hops import HttpHop, KafkaHop
 
 pytestmark = pytest.mark.e2e
 
@@ -29,49 +30,14 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class _Hop:
-    """The user's system: an HTTP ingress that forwards every event, headers and body, to one
-    subscriber URL and answers 202, counting what it forwarded."""
-
-    def __init__(self, subscriber: str) -> None:
-        self.forwarded = 0
-        hop = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                request = urllib.request.Request(subscriber, body, headers, method="POST")
-                try:
-                    with urllib.request.urlopen(request, timeout=5):
-                        hop.forwarded += 1
-                    self.send_response(202)
-                except OSError:
-                    self.send_response(502)  # the subscriber is not there: a wiring mistake
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def receiver_port() -> int:
     return _free_port()
 
 
 @pytest.fixture
-def hop(receiver_port: int) -> Iterator[_Hop]:
-    started = _Hop(f"http://127.0.0.1:{receiver_port}/")
+def hop(receiver_port: int) -> Iterator[HttpHop]:
+    started = HttpHop(f"http://127.0.0.1:{receiver_port}/")
     yield started
     started.close()
 
@@ -89,7 +55,7 @@ def _evbench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=240)
 
 
-def _run(tmp_path: Path, port: int, hop: _Hop, kafka: str) -> Path:
+def _run(tmp_path: Path, port: int, hop: HttpHop, kafka: str) -> Path:
     done = _evbench(
         tmp_path, "run", "--sut", "external", "--ingress", hop.url, "--receiver-port",
         str(port), "--pace", "100:2", "--run-id", "r", "--no-analyze", "--payload-bytes", "512",
@@ -99,7 +65,7 @@ def _run(tmp_path: Path, port: int, hop: _Hop, kafka: str) -> Path:
     return run_dir / "external"
 
 
-def _search(tmp_path: Path, port: int, hop: _Hop, kafka: str) -> Path:
+def _search(tmp_path: Path, port: int, hop: HttpHop, kafka: str) -> Path:
     done = _evbench(
         tmp_path, "search", "--sut", "external", "--ingress", hop.url, "--receiver-port",
         str(port), "--from", "200", "--max", "200", "--hold", "2", "--confirm", "2",
@@ -115,7 +81,7 @@ def _search(tmp_path: Path, port: int, hop: _Hop, kafka: str) -> Path:
     return root
 
 
-def _memory(tmp_path: Path, port: int, hop: _Hop, kafka: str) -> Path:
+def _memory(tmp_path: Path, port: int, hop: HttpHop, kafka: str) -> Path:
     done = _evbench(
         tmp_path, "memory", "--consumers", "source", "--kafka-bootstrap", kafka,
         "--receiver-port", str(port), "--partitions", "2", "--fill-events", "200",
@@ -125,7 +91,7 @@ def _memory(tmp_path: Path, port: int, hop: _Hop, kafka: str) -> Path:
     return tmp_path / "runs" / "m-memory" / "source-p2"
 
 
-COMMANDS: dict[str, Callable[[Path, int, _Hop, str], Path]] = {
+COMMANDS: dict[str, Callable[[Path, int, HttpHop, str], Path]] = {
     "run": _run,
     "search": _search,
     "memory": _memory,
@@ -147,11 +113,13 @@ def test_the_receiver_listens_where_asked_and_the_users_system_gets_the_events(
         assert result["kafka"]["topic"].startswith("evbench-m-")
         assert result["receiver_url"] == f"http://127.0.0.1:{receiver_port}"
         assert result["consumed"] == result["produced"] == 200 == len(received)
+        # the figures the built-in broker's path reports, and no topic of its own left behind
+        assert result["figures"]["peak_bytes"] > 0 and result["lag"] and result["fill_s"] > 0
+        assert not [t for t in _topics(kafka) if t.startswith("evbench-")]
         return
     # Only a receiver on that port gets what the hop forwards: every event sent arrived.
     sent = read_parts(root / "sent", SENT_FIELDS).to_pylist()
     assert sent and {r["event_id"] for r in received} == {r["event_id"] for r in sent}
-    assert hop.forwarded == len(sent)
     run = json.loads((root / "run.json").read_text())
     assert run["status"] == "completed" and run["instrument_failures"] == []
 
@@ -171,3 +139,112 @@ def test_a_receiver_port_already_taken_is_named_not_a_traceback(tmp_path, comman
     assert "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr[-3000:]
     assert f"could not listen on 127.0.0.1:{port}" in done.stderr, done.stderr[-3000:]
     assert "address already in use" in done.stderr and "--receiver-port free" in done.stderr
+
+
+@pytest.fixture
+def miswired_hop(receiver_port: int) -> Iterator[HttpHop]:
+    """A hop whose subscription names a port no receiver listens on: a wiring mistake."""
+    started = HttpHop(f"http://127.0.0.1:{_free_port()}/")
+    yield started
+    started.close()
+
+
+@pytest.mark.parametrize("command", ["run", "search"])
+def test_acks_without_a_single_delivery_are_named_a_wiring_mistake(
+    tmp_path, receiver_port, miswired_hop, command
+):
+    hop = miswired_hop
+    common = ["--sut", "external", "--ingress", hop.url, "--receiver-port", str(receiver_port)]
+    if command == "run":
+        args = ["--pace", "200:1", "--grace", "1"]
+    else:  # without the diagnosis, it bisected down to 1/s: 8 probes, 5 minutes
+        args = ["--from", "200", "--max", "400", "--hold", "1", "--confirm", "2", "--grace", "1"]
+    done = _evbench(tmp_path, command, *common, *args, "--run-id", "w", "--no-analyze")
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "wiring mistake, not the system's collapse" in done.stderr, done.stderr[-3000:]
+    assert f"delivers to http://127.0.0.1:{receiver_port}/" in done.stderr
+    assert hop.forwarder.undeliverable > 0 and hop.forwarder.forwarded == 0
+    (run_json,) = (tmp_path / "runs").glob("w-*/external/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["status"] == "failed" and "wiring mistake" in run["instrument_failures"][0]
+    assert run["receiver"]["url"] == f"http://127.0.0.1:{receiver_port}/"
+    if command == "search":
+        assert len(run["search"]["probes"]) <= 1 and "probe 2" not in done.stderr
+
+
+def _searched(tmp_path: Path, run_id: str, *args: str) -> dict:
+    done = _evbench(
+        tmp_path, "search", "--sut", "external", "--from", "200", "--resolution", "10%",
+        "--hold", "3", "--confirm", "5", "--settle", "0.5", "--grace", "2",
+        "--payload-bytes", "1024", "--run-id", run_id, "--no-analyze", *args,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / "runs" / f"{run_id}-search" / "external" / "run.json").read_text())
+    return run["search"]["result"] | {"stderr": done.stderr}
+
+
+# Off the probe grid (200, 400, 800 and the bisection's midpoints): a capacity probed exactly
+# has no headroom, and any stall reads as a rise.
+def test_a_search_brackets_the_capacity_of_the_users_http_hop(tmp_path, receiver_port):
+    capacity = 730
+    hop = HttpHop(f"http://127.0.0.1:{receiver_port}/", rate_per_s=capacity, queue_limit=300)
+    try:
+        found = _searched(
+            tmp_path, "h", "--ingress", hop.url, "--receiver-port", str(receiver_port)
+        )
+    finally:
+        hop.close()
+    held, broke = found["highest_hold_per_s"], found["lowest_break_per_s"]
+    assert held is not None and broke is not None, found["stderr"][-3000:]
+    assert held <= capacity < broke, found["stderr"][-3000:]
+    assert Resolution(fraction=0.10).gap_ok(held, broke), found["stderr"][-3000:]
+
+
+def test_a_search_brackets_the_capacity_of_the_users_kafka_source(tmp_path, receiver_port, kafka):
+    capacity = 330
+    create_topic(kafka, "users-events", 4, 1)
+    hop = KafkaHop(kafka, "users-events", f"http://127.0.0.1:{receiver_port}/", capacity)
+    try:
+        found = _searched(
+            tmp_path, "k", "--kafka-bootstrap", kafka, "--topic", "users-events",
+            "--receiver-port", str(receiver_port),
+        )  # fmt: skip
+    finally:
+        hop.close()
+    held, broke = found["highest_hold_per_s"], found["lowest_break_per_s"]
+    assert held is not None and broke is not None, found["stderr"][-3000:]
+    assert held <= capacity < broke, found["stderr"][-3000:]
+    assert Resolution(fraction=0.10).gap_ok(held, broke), found["stderr"][-3000:]
+
+
+def _topics(bootstrap: str) -> list[str]:
+    return list(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
+
+
+def test_memory_drains_the_users_topic_as_it_is_and_leaves_it(tmp_path, kafka, receiver_port):
+    create_topic(kafka, "users-backlog", 3, 1)
+    producer = Producer({"bootstrap.servers": kafka})
+    for n in range(150):
+        producer.produce("users-backlog", value=b"x" * 512, key=str(n).encode())
+    assert producer.flush(30) == 0
+    done = _evbench(
+        tmp_path, "memory", "--consumers", "confluent", "--kafka-bootstrap", kafka,
+        "--topic", "users-backlog", "--consume", "8", "--run-id", "d", "--no-analyze",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(
+        (tmp_path / "runs" / "d-memory" / "confluent-p3" / "scenario.json").read_text()
+    )
+    assert result["produced"] == 150 == result["consumed"] and result["partitions"] == 3
+    assert result["kafka"]["topic"] == "users-backlog" and result["never_consumed"] == []
+    assert "users-backlog" in _topics(kafka)  # drained, never deleted
+    assert sum(r["end"] for r in result["lag"]) == 150  # nothing written to it either
+
+
+def test_memory_refuses_a_topic_that_is_not_there(tmp_path, kafka):
+    done = _evbench(
+        tmp_path, "memory", "--consumers", "confluent", "--kafka-bootstrap", kafka,
+        "--topic", "nobody-made-this", "--run-id", "n", "--no-analyze",
+    )  # fmt: skip
+    assert done.returncode != 0 and "no topic nobody-made-this" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs" / "n-memory").exists()
