@@ -16,6 +16,7 @@ from typing import Any
 from contract.documents import NotReported, RunStatus, SearchSenderSummary, SutDescription
 from contract.layout import SutDir
 from contract.lines import ReceiverStats, SenderClock, SenderDone
+from evbench.consumers import BareClientOptions, ConsumerSpec
 from loadgen.pace import Pace
 from loadgen.settings import SendKnobs
 from suts.lab import LabSettings
@@ -90,3 +91,21 @@ class RunOutcome:
     @property
     def exit_code(self) -> int:
         return {"completed": 0, "interrupted": 130}.get(self.status, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryOptions(SessionOptions):
+    """`evbench memory`: the session's options (the receiver the lab's consumers deliver to,
+    --kafka-bootstrap and --topic for the user's own Kafka instead of a fresh Tansu,
+    --replication) and the matrix's."""
+
+    partitions: tuple[int, ...] = (1, 50, 100)
+    consumers: tuple[ConsumerSpec, ...] = ()
+    fill_s: float = 120.0
+    fill_events: int | None = None  # instead of fill_s
+    consume_s: float = 250.0
+    event_bytes: int = 8192
+    max_backlog_bytes: int = 4 * 2**30  # a fresh Tansu keeps every record in memory
+    bare: BareClientOptions = field(default_factory=BareClientOptions)
+    malloc_arena_max: int | None = None
+    keep_topics: bool = False  # on the user's Kafka: keep the scenarios' own topics

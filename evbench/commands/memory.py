@@ -119,7 +119,8 @@ def add(commands: Subcommands) -> None:
 def main(args: argparse.Namespace) -> int:
     from evbench.consumers import LAB_CONSUMERS, BareClientOptions, consumer_specs
     from evbench.lab_args import lab_settings
-    from evbench.memory import MemoryOptions, run_memory
+    from evbench.memory import run_memory
+    from evbench.options import MemoryOptions
 
     try:
         specs = tuple(consumer_specs(args.consumers, tuple(args.consumer)))
