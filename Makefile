@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-tools clean chromium
+.PHONY: run test lint bench bench-tools clean chromium iproute2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ chromium:
 	  echo "installing Debian's chromium for the report tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-test: $(STAMP) chromium
+# The cross-host tests build hosts from network namespaces with iproute2's `ip` (as root).
+iproute2:
+	@command -v ip >/dev/null 2>&1 || { \
+	  echo "installing Debian's iproute2 for the cross-host tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; }
+
+test: $(STAMP) chromium iproute2
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
