@@ -23,6 +23,7 @@ from analysis.verdicts import (
     Thresholds,
     Verdict,
     breaking_point,
+    delivery_attempts,
     instrument_failures,
     judge,
     search_verdict_text,
@@ -305,7 +306,7 @@ def evidence(inputs: SutInputs, counts: CountsDoc) -> InstrumentEvidence:
         deliveries=counts["received"] + counts["foreign"],
         direct=run.get("sut") == "direct",
         sut_processes_died=bool((run.get("sut_settings") or {}).get("died")),
-        receiver_connections=receiver.get("connections"),
+        receiver_delivery_attempts=delivery_attempts(receiver) if receiver else None,
         receiver_url=run["receiver"].get("url") if "receiver" in run else None,
     )
 

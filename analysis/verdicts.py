@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -240,7 +240,9 @@ class InstrumentEvidence:
     deliveries: int  # received rows, foreign ones too
     direct: bool = False  # the sender sent to the receiver itself: its acks are the receiver's
     sut_processes_died: bool = False  # a process of the system under test exited during the run
-    receiver_connections: int | None = None  # connections the receiver accepted, if it said
+    # Requests that tried to deliver (recorded, refused, malformed, stalled), if the receiver
+    # said: its control plane (stats, clock, health) does not count.
+    receiver_delivery_attempts: int | None = None
     receiver_url: str | None = None  # where the system was to deliver, if run.json says
 
 
@@ -265,18 +267,27 @@ def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
         )
     elif e.deliveries == 0 and e.acked > e.acked_decoys and _delivery_path_untried(e):
         found.append(
-            wiring_diagnosis(e.acked - e.acked_decoys, e.receiver_url, e.receiver_connections)
+            wiring_diagnosis(e.acked - e.acked_decoys, e.receiver_url, e.receiver_delivery_attempts)
         )
     return tuple(found)
 
 
-def wiring_diagnosis(acked: int, receiver_url: str | None, connections: int | None) -> str:
+def delivery_attempts(stats: Mapping[str, Any]) -> int:
+    """Requests that came to the receiver to deliver something, whatever became of them
+    (recorded, refused by its limits, malformed, stalled, failed inside it): its control
+    plane (stats, clock, health checks) is not among them."""
+    counts = ("received", "malformed", "not_found", "timed_out", "internal_errors")
+    refused = stats.get("refused") or {}
+    return sum(int(stats.get(key) or 0) for key in counts) + sum(refused.values())
+
+
+def wiring_diagnosis(acked: int, receiver_url: str | None, attempts: int | None) -> str:
     """Acks and no delivery at all: nearly always a wiring mistake (the system delivers
     elsewhere), said as one with what to check, never read as the system's collapse."""
     where = receiver_url or "the receiver's URL"
-    if connections:
+    if attempts:
         return (
-            f"nothing received although {acked} events were acked: {connections} connections "
+            f"nothing received although {acked} events were acked: {attempts} requests "
             f"reached the receiver at {where} but delivered nothing it could record (see its "
             "malformed and refused counts in run.json)"
         )
@@ -295,7 +306,7 @@ def _delivery_path_untried(e: InstrumentEvidence) -> bool:
     that connected and delivered nothing usable, has broken, and its steps say so."""
     if e.direct:
         return True
-    return not e.sut_processes_died and not e.receiver_connections
+    return not e.sut_processes_died and not e.receiver_delivery_attempts
 
 
 def under_instrument_failure(verdicts: Sequence[Verdict], failures: Sequence[str]) -> list[Verdict]:

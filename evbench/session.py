@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import httpx
 
-from analysis.verdicts import wiring_diagnosis
+from analysis.verdicts import delivery_attempts, wiring_diagnosis
 from contract.documents import NotReported, RunDoc, RunStatus
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
@@ -185,16 +185,17 @@ class Session:
         return stats["received"]
 
     def wiring_mistake(self, acked: int, before: ReceiverStats | None = None) -> str | None:
-        """Acks and, since `before`, not one delivery nor connection at the receiver, while
+        """Acks and, since `before`, not one request at the receiver that came to deliver, while
         the system's processes live: the system delivers elsewhere (None: not that)."""
         now = self.receiver_stats()
         if now is None or acked <= 0 or self.dead() or self.opts.send.decoy_every == 1:
             return None
-        received = now["received"] - (before["received"] if before else 0)
-        connections = now["connections"] - (before["connections"] if before else 0)
-        if received or connections:
+        # Its own control plane (stats, clock) connects to the receiver too: count only the
+        # requests that came to deliver something.
+        attempts = delivery_attempts(now) - (delivery_attempts(before) if before else 0)
+        if attempts:
             return None
-        return wiring_diagnosis(acked, self.outcome.receiver_url, connections)
+        return wiring_diagnosis(acked, self.outcome.receiver_url, attempts)
 
     def stragglers(
         self,

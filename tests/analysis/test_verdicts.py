@@ -256,7 +256,9 @@ INSTRUMENTS = [
     ),
     (
         "direct: the receiver acked what it did not record",
-        evidence(deliveries=0, receiver_reported_received=0, direct=True, receiver_connections=4),
+        evidence(
+            deliveries=0, receiver_reported_received=0, direct=True, receiver_delivery_attempts=4
+        ),
         ["nothing received although 1000 events were acked"],
     ),
     # A system that broke, not an instrument: its steps say "breaks".
@@ -267,7 +269,7 @@ INSTRUMENTS = [
     ),
     (
         "the system connected and delivered nothing usable",
-        evidence(deliveries=0, receiver_reported_received=0, receiver_connections=3),
+        evidence(deliveries=0, receiver_reported_received=0, receiver_delivery_attempts=3),
         [],
     ),
     (

@@ -110,10 +110,17 @@ class KafkaHop:
                 "session.timeout.ms": 6000,
             }
         )
-        self.consumer.subscribe([topic])
+        assigned = threading.Event()
+        self.consumer.subscribe([topic], on_assign=lambda consumer, partitions: assigned.set())
+        self.assigned = assigned
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def wait_assigned(self, timeout_s: float = 30.0) -> None:
+        """A user's source runs before the test does: its group has its partitions."""
+        if not self.assigned.wait(timeout_s):
+            raise TimeoutError(f"the hop's consumer got no partitions within {timeout_s:g} s")
 
     def _run(self) -> None:
         while not self.stop.is_set():

@@ -183,6 +183,15 @@ def _searched(tmp_path: Path, run_id: str, *args: str) -> dict:
     return run["search"]["result"] | {"stderr": done.stderr}
 
 
+def _brackets(found: dict, capacity: int) -> None:
+    """The search's answer is the capacity, within its resolution (10 %): a hop whose queue
+    absorbs a few seconds of excess may hold a confirmation a hair above its rate."""
+    held, broke = found["highest_hold_per_s"], found["lowest_break_per_s"]
+    assert held is not None and broke is not None, found["stderr"][-3000:]
+    assert abs(held - capacity) <= 0.1 * capacity < broke, found["stderr"][-3000:]
+    assert capacity < broke and Resolution(fraction=0.10).gap_ok(held, broke)
+
+
 # Off the probe grid (200, 400, 800 and the bisection's midpoints): a capacity probed exactly
 # has no headroom, and any stall reads as a rise.
 def test_a_search_brackets_the_capacity_of_the_users_http_hop(tmp_path, receiver_port):
@@ -194,10 +203,7 @@ def test_a_search_brackets_the_capacity_of_the_users_http_hop(tmp_path, receiver
         )
     finally:
         hop.close()
-    held, broke = found["highest_hold_per_s"], found["lowest_break_per_s"]
-    assert held is not None and broke is not None, found["stderr"][-3000:]
-    assert held <= capacity < broke, found["stderr"][-3000:]
-    assert Resolution(fraction=0.10).gap_ok(held, broke), found["stderr"][-3000:]
+    _brackets(found, capacity)
 
 
 def test_a_search_brackets_the_capacity_of_the_users_kafka_source(tmp_path, receiver_port, kafka):
@@ -205,16 +211,14 @@ def test_a_search_brackets_the_capacity_of_the_users_kafka_source(tmp_path, rece
     create_topic(kafka, "users-events", 4, 1)
     hop = KafkaHop(kafka, "users-events", f"http://127.0.0.1:{receiver_port}/", capacity)
     try:
+        hop.wait_assigned()
         found = _searched(
             tmp_path, "k", "--kafka-bootstrap", kafka, "--topic", "users-events",
             "--receiver-port", str(receiver_port),
         )  # fmt: skip
     finally:
         hop.close()
-    held, broke = found["highest_hold_per_s"], found["lowest_break_per_s"]
-    assert held is not None and broke is not None, found["stderr"][-3000:]
-    assert held <= capacity < broke, found["stderr"][-3000:]
-    assert Resolution(fraction=0.10).gap_ok(held, broke), found["stderr"][-3000:]
+    _brackets(found, capacity)
 
 
 def _topics(bootstrap: str) -> list[str]:
@@ -223,10 +227,13 @@ def _topics(bootstrap: str) -> list[str]:
 
 def test_memory_drains_the_users_topic_as_it_is_and_leaves_it(tmp_path, kafka, receiver_port):
     create_topic(kafka, "users-backlog", 3, 1)
-    producer = Producer({"bootstrap.servers": kafka})
+    # One record a batch: Tansu answers ListOffsets with the base offset of a partition's last
+    # batch (plus one), which is its end only then; a real Kafka answers the end whatever the
+    # batching, and evbench takes the broker's word for a topic it did not write.
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 0})
     for n in range(150):
         producer.produce("users-backlog", value=b"x" * 512, key=str(n).encode())
-    assert producer.flush(30) == 0
+        assert producer.flush(10) == 0
     done = _evbench(
         tmp_path, "memory", "--consumers", "confluent", "--kafka-bootstrap", kafka,
         "--topic", "users-backlog", "--consume", "8", "--run-id", "d", "--no-analyze",
