@@ -129,7 +129,7 @@ class KafkaHop:
                 continue
             headers = {
                 # Kafka's binary mode names them ce_id; HTTP's, ce-id
-                key.replace("_", "-", 1) if key.startswith("ce_") else key: value.decode()
+                key.replace("_", "-", 1) if key.startswith("ce_") else key: _text(value)
                 for key, value in message.headers() or []
             }
             headers.setdefault("content-type", "application/octet-stream")
@@ -141,3 +141,7 @@ class KafkaHop:
         self.thread.join(timeout=10)
         self.consumer.close()
         self.forwarder.close()
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode() if isinstance(value, bytes) else value or ""
