@@ -28,7 +28,34 @@ th { background: #f3f3f3; } td.text { text-align: left; min-width: 28rem; }
 .banner.failed { background: #fde7e7; border-color: #d62728; }
 .banner.interrupted { background: #fff3cd; border-color: #e0a800; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 1rem; }
+.grid > * { min-width: 0; }
+.plotly-graph-div { width: 100%; max-width: 100%; }
 .note { color: #555; font-size: 0.85rem; max-width: 60rem; }
+"""
+
+# Plotly's `responsive` follows the window's size only. A plot drawn while the page is still
+# being laid out takes the width its container had then: on the index, the first system's plot
+# is drawn before the second column exists, as wide as the whole grid, and was cut off at its
+# column's edge. Every plot is fitted to its box once the page is laid out, and again whenever
+# that box changes.
+FIT_PLOTS = """
+(function () {
+  if (!window.Plotly) return;
+  var plots = document.querySelectorAll('.plotly-graph-div');
+  function fit(div) {
+    var drawn = div._fullLayout;
+    if (drawn && div.offsetParent !== null && Math.abs(div.clientWidth - drawn.width) >= 1) {
+      Plotly.Plots.resize(div).catch(function () {});
+    }
+  }
+  window.addEventListener('load', function () { plots.forEach(fit); });
+  if (window.ResizeObserver) {
+    var observer = new ResizeObserver(function (entries) {
+      entries.forEach(function (entry) { fit(entry.target); });
+    });
+    plots.forEach(function (div) { observer.observe(div); });
+  }
+})();
 """
 
 
@@ -46,7 +73,7 @@ def page(title: str, script: Path, at: Path, body: str) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{STYLE}</style><script src='{href(script, at)}'></script></head>"
-        f"<body>{body}</body></html>"
+        f"<body>{body}<script>{FIT_PLOTS}</script></body></html>"
     )
 
 
@@ -66,6 +93,16 @@ def plotly_text(text: str) -> str:
 
 
 def figure_html(figure: Any, div_id: str) -> str:
-    """`div_id` is a fixed name or one derived from a position: Plotly pastes it unescaped
-    into the page's HTML and script."""
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id)
+    """A responsive plot: as wide as its container (no fixed width: any is removed from
+    `figure`), as tall as the figure says. `div_id` is a fixed name or one derived from a
+    position: Plotly pastes it unescaped into the page's HTML and script."""
+    figure.update_layout(autosize=True, width=None)
+    height = figure.layout.height
+    return figure.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id=div_id,
+        config={"responsive": True},
+        default_width="100%",
+        default_height=f"{height}px" if height else "100%",
+    )

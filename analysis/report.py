@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from analysis.memory import (
     peak_table,
 )
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
-from analysis.summary import read_summary
+from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import verdict_text
 from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, schedule_start_ns
 from contract.errors import EvbenchError
@@ -43,6 +44,18 @@ from contract.units import NS_PER_MS
 
 # A row of a table read back (a second of metrics.parquet, a point, a comparison row).
 Row = dict[str, Any]
+# Latencies in the tables, in ms: 3 significant digits (summary.json has them exact).
+LATENCY_COLUMNS = frozenset(
+    {"sender_lag_p99_ms", "p9999_e2e_ms", "p50", "p99", "p999", "p9999", "max"}
+)
+
+
+def _figure(column: str, value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return cell(value)
+    if column in LATENCY_COLUMNS and math.isfinite(value):
+        return cell(significant(value))
+    return cell(value)
 
 
 def _load(layout: SutDir) -> tuple[SummaryDoc, list[Row], list[Row], list[Row]]:
@@ -97,7 +110,7 @@ def _latency_cell(figures: TailDoc | None) -> str:
     if not figures or not figures.get("n"):
         return "-"
     label = "max" if figures.get("p9999_is_max") else "P99.99"
-    return f"{figures['p9999']} ms ({label}, n={figures['n']})"
+    return f"{latency_text(figures['p9999'])} ({label}, n={figures['n']})"
 
 
 def _steps_table(steps: list[StepSummaryDoc]) -> str:
@@ -118,7 +131,7 @@ def _steps_table(steps: list[StepSummaryDoc]) -> str:
     rows = []
     for step in steps:
         shown: Row = dict(step)
-        cells = "".join(f"<td>{cell(shown.get(c))}</td>" for c in columns)
+        cells = "".join(f"<td>{_figure(c, shown.get(c))}</td>" for c in columns)
         why = html.escape("; ".join(step.get("reasons", [])))
         rows.append(f"<tr class='{cell(step['verdict'])}'>{cells}<td class='text'>{why}</td></tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
@@ -135,7 +148,7 @@ def _counts_table(summary: SummaryDoc) -> str:
     lat_rows = "".join(
         f"<tr><td class='text'>{cell(name)}</td>"
         + "".join(
-            f"<td>{cell(dict(fig).get(k))}</td>"
+            f"<td>{_figure(k, dict(fig).get(k))}</td>"
             for k in ("p50", "p99", "p999", "p9999", "max", "n")
         )
         + "</tr>"
@@ -332,14 +345,11 @@ def _comparison_cell(row: Row) -> str:
     point = row["breaking_point_per_s"]
     if row.get("instrument_failures"):
         return "instrument failed"  # no figure of that run speaks for the system
-    tail = "max" if row["p9999_is_max"] else "p99.99"
+    tail = f"{'max' if row['p9999_is_max'] else 'p99.99'} {latency_text(row['p9999_e2e_ms'])}"
     if row.get("searched"):  # a bracket found by probing, or why none was, in the search's words
-        return f"{row['verdict']}, e2e {tail} {row['p9999_e2e_ms']} ms"
+        return f"{row['verdict']}, e2e {tail}"
     verdict = f"breaks at {point}/s" if point else "held"
-    return (
-        f"{verdict}, max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s, "
-        f"e2e {tail} {row['p9999_e2e_ms']} ms"
-    )
+    return f"{verdict}, max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s, e2e {tail}"
 
 
 def _rates(row: Row) -> tuple[str, str]:
@@ -360,7 +370,7 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
         f"<a href='{href(r['report'], runs_root)}'>"
         f"{cell(r['sut'])}</a></td><td>{cell(_rates(r)[0])}</td>"
         f"<td>{cell(_rates(r)[1])}</td>"
-        f"<td>{cell(r['p9999_e2e_ms'])} ms{' (max)' if r['p9999_is_max'] else ''}"
+        f"<td>{cell(latency_text(r['p9999_e2e_ms']))}{' (max)' if r['p9999_is_max'] else ''}"
         f" (n={cell(r['e2e_n'])})</td><td>{cell(r['send_failures'])}</td>"
         f"<td>{cell(r['lost'])}</td></tr>"
         for r in rows

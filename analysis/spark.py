@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,14 +23,46 @@ LOOPBACK = "127.0.0.1"
 # a second or two).
 ARCHIVE_QUIET_S = 30
 
+# Spark's logging unless --verbose: errors only, from the JVM's first line on, so neither its
+# start-up notes (the log4j profile it picked; the default level of a shell, which PySpark's
+# driver is to Spark, printed unless Spark's loggers have a level of their own) nor its
+# warnings (the hostname resolving to loopback, no native-hadoop library) print. The pattern
+# is Spark's own.
+QUIET_LOG4J = """\
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+rootLogger.level = error
+rootLogger.appenderRef.console.ref = console
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+"""
+# What the JVM itself prints as it starts, before any logging (Spark's launcher adds
+# --add-modules=jdk.incubator.vector, and no option silences the JVM's note about it).
+JVM_CHATTER = re.compile(rb"WARNING: Using incubator modules: ")
+
 
 def session(
-    master: str = "local[*]", app_name: str = "evbench-analyze", remote: str | None = None
+    master: str = "local[*]",
+    app_name: str = "evbench-analyze",
+    remote: str | None = None,
+    verbose: bool = False,
 ) -> SparkSession:
     """A session on `master` (local[*], spark://HOST:PORT, ...), or with `remote`, a Spark
-    Connect session (sc://HOST:PORT): the job then makes no driver-side SparkContext call."""
+    Connect session (sc://HOST:PORT): the job then makes no driver-side SparkContext call.
+    Spark's start-up chatter prints only when `verbose`; its errors always do."""
     if remote is not None:
         return SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+    with _quiet_jvm_start(not verbose):
+        spark = _builder(master, app_name, verbose).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _builder(master: str, app_name: str, verbose: bool) -> SparkSession.Builder:
     # Python workers must be this interpreter: a bare `python3` on PATH lacks our packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -36,9 +72,10 @@ def session(
         # with every executor on this machine, nothing outside it needs them.
         builder = builder.config("spark.driver.host", host).config("spark.driver.bindAddress", host)
     local = master.startswith("local")
-    if local and (options := class_data_sharing()):
-        builder = builder.config("spark.driver.extraJavaOptions", options)
-    spark = (
+    options = [class_data_sharing() if local else None, None if verbose else quiet_logging()]
+    if java_options := " ".join(option for option in options if option):
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    return (
         builder.config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -49,10 +86,63 @@ def session(
         .config("spark.sql.shuffle.partitions", "8" if local else "200")
         .config("spark.sql.adaptive.coalescePartitions.enabled", str(not local).lower())
         .config("spark.driver.memory", os.environ.get("EVBENCH_DRIVER_MEMORY", "2g"))
-        .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+
+
+def quiet_logging(cache: Path | None = None) -> str | None:
+    """The JVM option that gives the driver QUIET_LOG4J, written once under the user's cache;
+    None (Spark's own logging) where it cannot be written."""
+    root = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    path = root / "evbench" / "jvm" / "log4j2-quiet.properties"
+    try:
+        if not path.exists() or path.read_text() != QUIET_LOG4J:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            written = path.with_name(f".{path.name}.{os.getpid()}")
+            written.write_text(QUIET_LOG4J)
+            os.replace(written, path)
+    except OSError:
+        return None
+    return f"-Dlog4j2.configurationFile={path.as_uri()}"  # a URI: no space splits it
+
+
+@contextmanager
+def _quiet_jvm_start(quiet: bool) -> Iterator[None]:
+    """While a session starts (and launches the JVM, the first time in a process), this
+    process' stderr is a pipe that a thread copies to the real one line by line, leaving out
+    JVM_CHATTER. The JVM keeps that pipe as its stderr: everything else it prints, errors
+    first, still shows. Spark's launcher does not print its command line either."""
+    if not quiet:
+        yield
+        return
+    launch_command = os.environ.pop("SPARK_PRINT_LAUNCH_COMMAND", None)
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    real = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    threading.Thread(
+        target=_copy_stderr, args=(read_end, real), name="jvm-stderr", daemon=True
+    ).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # the pipe's last writer is now the JVM: the copy ends when it does
+        if launch_command is not None:
+            os.environ["SPARK_PRINT_LAUNCH_COMMAND"] = launch_command
+
+
+def _copy_stderr(read_end: int, real: int) -> None:
+    """Lines from `read_end` to `real` but JVM_CHATTER, until every writer has closed it;
+    a stderr that cannot be written any more is drained, so that the JVM never blocks."""
+    with open(read_end, "rb") as pipe, open(real, "wb", buffering=0) as out:
+        writable = True
+        for line in pipe:
+            if writable and not JVM_CHATTER.match(line):
+                try:
+                    out.write(line)
+                except OSError:
+                    writable = False
 
 
 def class_data_sharing(cache: Path | None = None) -> str | None:

@@ -311,13 +311,36 @@ def evidence(inputs: SutInputs, counts: CountsDoc) -> InstrumentEvidence:
     )
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """`value` rounded to `digits` significant digits, trailing zeros kept: 0.4213 -> "0.421",
+    8070.4 -> "8070", 5 -> "5.00"."""
+    if value == 0:
+        return "0"
+    places = digits - 1 - math.floor(math.log10(abs(value)))
+    rounded = round(value, places)
+    if rounded and math.floor(math.log10(abs(rounded))) > digits - 1 - places:
+        places -= 1  # rounded up into the next power of ten: 99.95 -> "100", not "100.0"
+    return f"{round(value, places):.{max(places, 0)}f}"
+
+
+def latency_text(ms: float | None) -> str:
+    """A latency as people read it: 3 significant digits, in ms below a second, in s from one
+    (8070.4 -> "8.07 s", 0.4213 -> "0.421 ms"); "-" when there is none. summary.json keeps
+    the exact figures."""
+    if ms is None or not math.isfinite(ms):
+        return "-"
+    shown = float(significant(ms))  # 999.96 ms reads 1.00 s, not 1000 ms
+    return f"{significant(shown / 1000)} s" if abs(shown) >= 1000 else f"{significant(ms)} ms"
+
+
 def headline(summary: SummaryDoc) -> str:
     """The line `evbench analyze` prints per SUT."""
     e2e = summary["latency_ms"]["e2e"]
     tail = "max" if e2e["p9999_is_max"] else "P99.99"
     c = summary["counts"]
     return (
-        f"{summary['sut']}: {summary['verdict']}; e2e {tail} {e2e['p9999']} ms (n={e2e['n']}); "
+        f"{summary['sut']}: {summary['verdict']}; e2e {tail} {latency_text(e2e['p9999'])} "
+        f"(n={e2e['n']}); "
         f"sent {c['sent']}, send failures {c['send_failures']}, lost {c['lost']}, "
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
         + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")

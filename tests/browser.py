@@ -1,5 +1,7 @@
 """Opening pages in a real headless Chromium (Debian's, installed by `make test`)."""
 
+import html
+import json
 import re
 import shutil
 import subprocess
@@ -31,11 +33,17 @@ def chromium() -> str:
     return path
 
 
-def render(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
+def render(
+    page: Path, tmp_path: Path, window: tuple[int, int] | None = None
+) -> tuple[str, list[str]]:
+    """The page's DOM once loaded (Chromium's own window is 800 x 600 unless `window` says
+    otherwise), and the console lines it logged."""
+    size = [f"--window-size={window[0]},{window[1]}"] if window else []
     result = subprocess.run(
         [
             chromium(),
             *BROWSER_FLAGS,
+            *size,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--dump-dom",
             page.as_uri(),
@@ -57,3 +65,30 @@ def drawn(dom: str, div_id: str) -> bool:
 
 def console_errors(console: list[str]) -> list[str]:
     return [line for line in console if re.search(r"error|uncaught", line, re.I)]
+
+
+EVALUATED_ID = "evbench-evaluated"
+
+
+def evaluate(
+    page: Path, tmp_path: Path, expression: str, window: tuple[int, int], settle_ms: int = 3000
+) -> tuple[object, list[str]]:
+    """The JSON value of the JavaScript `expression` in `page` laid out in a `window`-sized
+    browser, `settle_ms` (virtual) after it loaded, and the console lines it logged.
+
+    Evaluated by a copy of the page beside it (so its relative URLs resolve) with a script
+    that writes the value into the DOM, which Chromium's DOM dump brings back."""
+    probe = page.with_name(f"evaluated-{page.name}")
+    script = (
+        "<script>window.addEventListener('load', function () { setTimeout(function () {"
+        f"var out = document.createElement('pre'); out.id = '{EVALUATED_ID}';"
+        f"out.textContent = JSON.stringify(({expression})); document.body.appendChild(out);"
+        f"}}, {settle_ms}); }});</script>"
+    )
+    text = page.read_text()
+    assert text.count("</body>") == 1, page
+    probe.write_text(text.replace("</body>", script + "</body>"))
+    dom, console = render(probe, tmp_path, window)
+    found = re.search(rf'<pre id="{EVALUATED_ID}">(.*?)</pre>', dom, re.S)
+    assert found is not None, f"the expression wrote nothing: {console}"
+    return json.loads(html.unescape(found.group(1))), console

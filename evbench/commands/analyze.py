@@ -70,7 +70,18 @@ def add(commands: Subcommands) -> None:
         "start and end: auto (default) where the clocks measurably disagree, on wherever "
         "measured, off never; the summary says what was done and within what bound",
     )
+    add_verbose_argument(analyze)
     analyze.set_defaults(main=main)
+
+
+def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
+    """--verbose: what Spark prints as it starts (log4j's profile, its warnings about this host),
+    hidden otherwise. For every command that analyses (`analyze`, `run`, `search`)."""
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's start-up messages and warnings (hidden by default; errors always show)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -82,6 +93,7 @@ def main(args: argparse.Namespace) -> int:
         args.export_knative,
         args.clock_correction,
         args.spark_remote,
+        args.verbose,
     )
 
 
@@ -93,8 +105,10 @@ def analyze_path(
     export_knative: bool = False,
     clock_correction: str = "auto",
     remote: str | None = None,
+    verbose: bool = False,
 ) -> int:
-    """Exit code: 0, or 1 when an instrument of any analysed system failed."""
+    """Exit code: 0, or 1 when an instrument of any analysed system failed. Spark's start-up
+    messages print only when `verbose`."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
     from analysis.job import AnalyzeOptions, analyze, inputs_for
     from analysis.memory_job import is_memory_run
@@ -102,14 +116,14 @@ def analyze_path(
 
     thresholds = read_thresholds(thresholds_file)
     if is_memory_run(path):
-        return analyze_memory_path(path, master, remote)
+        return analyze_memory_path(path, master, remote, verbose)
     # Every input is checked before Spark starts (seconds): a bad path fails at once.
     inputs = inputs_for(path, echo)
     echo(
         f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
         f"with Spark ({remote or master})"
     )
-    spark, inputs = _compacted_while_spark_starts(inputs, master, remote)
+    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose)
     try:
         summaries = analyze(
             spark,
@@ -146,7 +160,7 @@ def read_thresholds(path: Path | None) -> Thresholds:
 
 
 def _compacted_while_spark_starts(
-    inputs: list[SutInputs], master: str, remote: str | None
+    inputs: list[SutInputs], master: str, remote: str | None, verbose: bool
 ) -> tuple[SparkSession, list[SutInputs]]:
     """A Spark session, and the inputs with their record parts compacted (reading, on a thread
     that releases the GIL) while the JVM starts: seconds that would otherwise add up."""
@@ -155,7 +169,7 @@ def _compacted_while_spark_starts(
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         copies = pool.submit(lambda: [compacted(checked) for checked in inputs])
-        spark = session(master, remote=remote)
+        spark = session(master, remote=remote, verbose=verbose)
         try:
             return spark, copies.result()
         except BaseException:
@@ -163,14 +177,16 @@ def _compacted_while_spark_starts(
             raise
 
 
-def analyze_memory_path(path: Path, master: str, remote: str | None = None) -> int:
+def analyze_memory_path(
+    path: Path, master: str, remote: str | None = None, verbose: bool = False
+) -> int:
     """A memory run (`evbench memory`): its series through Spark, then its report."""
     from analysis.memory_job import analyze_memory
     from analysis.report import write_memory_report
     from analysis.spark import session
 
     echo(f"analysing memory run {path} with Spark ({remote or master})")
-    spark = session(master, remote=remote)
+    spark = session(master, remote=remote, verbose=verbose)
     try:
         rows, series = analyze_memory(spark, path)
     finally:

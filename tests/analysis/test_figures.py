@@ -4,6 +4,8 @@ Pure: no Spark, no browser (the reports' rendering is tests/analysis/test_report
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from analysis.figures import (
@@ -17,6 +19,7 @@ from analysis.figures import (
     six_series,
     step_spans,
 )
+from analysis.pages import figure_html, page
 from analysis.report import clock_note
 
 S = 1_000_000_000
@@ -245,3 +248,18 @@ def test_search_probes_draw_each_probe_by_verdict_and_the_latency_knee():
     assert "sender-limited" not in by_name  # no such probe, no trace
     holds = next(t for t in figure.data if t.name == "holds")
     assert list(holds.marker.symbol) == ["circle", "circle", "square"]  # the confirmation
+
+
+def test_every_plot_is_responsive():
+    """As wide as its container whatever width the figure had, as tall as it says; the page
+    fits each plot to its box once laid out (tests/analysis/test_report.py checks it drawn)."""
+    figure = six_series([], [], [], None, "t")
+    figure.update_layout(width=1400, height=420)
+    markup = figure_html(figure, "six-0")
+    assert markup.startswith('<div style="height:420px; width:100%;">')  # the plot's box
+    assert '<div id="six-0" class="plotly-graph-div" style="height:100%; width:100%;">' in markup
+    assert '"responsive": true' in markup and '"width":1400' not in markup
+    assert figure.layout.width is None and figure.layout.autosize is True
+    unsized = figure_html(comparison([]), "comparison")  # Plotly's default height, 450 px
+    assert unsized.startswith('<div style="height:100%; width:100%;">')
+    assert "ResizeObserver" in page("t", Path("plotly.js"), Path("."), markup)

@@ -24,7 +24,7 @@ from contract.records import (
     ProcessSampleRow,
 )
 from tests.analysis.crafted import T0, craft
-from tests.browser import console_errors, drawn, render
+from tests.browser import console_errors, drawn, evaluate, render
 
 pytestmark = pytest.mark.browser
 
@@ -81,6 +81,87 @@ def test_index_shows_every_sut(reports, tmp_path):
     assert console_errors(console) == []
     assert drawn(dom, "six-0")
     assert "analysis/report.html" in dom
+
+
+# Each column of the index's grid: its box, and the boxes of its plots' SVG layers (left, top,
+# right, bottom in CSS pixels); and how many plots the page drew in all.
+COLUMN_BOXES = """{
+  plots: document.querySelectorAll('.js-plotly-plot').length,
+  columns: Array.from(document.querySelectorAll('.grid > *')).map(function (column) {
+    function box(element) {
+      var b = element.getBoundingClientRect();
+      return [b.left, b.top, b.right, b.bottom];
+    }
+    return {
+      box: box(column),
+      plots: column.querySelectorAll('.js-plotly-plot').length,
+      svgs: Array.from(column.querySelectorAll('.js-plotly-plot .main-svg')).map(box)
+    };
+  })
+}"""
+
+
+def _inside(inner, outer, slack=1.0):
+    return (
+        inner[0] >= outer[0] - slack
+        and inner[1] >= outer[1] - slack
+        and inner[2] <= outer[2] + slack
+        and inner[3] <= outer[3] + slack
+    )
+
+
+@pytest.mark.parametrize("window", [(1280, 1600), (1900, 1600)])
+def test_the_index_plots_fit_their_columns(reports, tmp_path, window):
+    """The index shows systems side by side. Plots drawn while the page was still being laid
+    out were as wide as the first column alone, and were cut off at the column's edge once
+    the second column came (broker-kafka's x axis ended at ~22 s of 47)."""
+    root, _, _ = reports
+    run_dir = tmp_path / "runs" / "run-two"
+    suts = []
+    for name in ("broker-kafka", "source-kafka"):
+        shutil.copytree(root / "run-x-p" / "direct", run_dir / name)
+        summary = run_dir / name / "analysis" / "summary.json"
+        summary.write_text(json.dumps({**json.loads(summary.read_text()), "sut": name}))
+        suts.append(run_dir / name)
+    measured, console = evaluate(write_index(run_dir, suts), tmp_path, COLUMN_BOXES, window)
+    assert console_errors(console) == []
+    columns = measured["columns"]
+    assert [c["plots"] for c in columns] == [1, 1] and measured["plots"] == 2
+    left, right = (c["box"] for c in columns)
+    assert left[1] == right[1] and left[2] <= right[0], "the systems are side by side"
+    for column in columns:
+        assert column["svgs"], "every plot drawn"
+        for svg in column["svgs"]:
+            assert _inside(svg, column["box"]), (svg, column["box"])
+        widest = max(svg[2] - svg[0] for svg in column["svgs"])
+        assert widest >= 0.95 * (column["box"][2] - column["box"][0]), "the plot fills it"
+
+
+# Every plot of a page: the box of the page's body and of the plot's SVG layers.
+PLOT_BOXES = """Array.from(document.querySelectorAll('.js-plotly-plot')).map(function (plot) {
+  function box(element) {
+    var b = element.getBoundingClientRect();
+    return [b.left, b.top, b.right, b.bottom];
+  }
+  return {
+    id: plot.id,
+    body: box(document.body),
+    svgs: Array.from(plot.querySelectorAll('.main-svg')).map(box)
+  };
+})"""
+
+
+def test_the_report_plots_fit_a_narrow_window(reports, tmp_path):
+    _, report, _ = reports
+    plots, console = evaluate(report, tmp_path, PLOT_BOXES, (700, 1600))
+    assert console_errors(console) == []
+    assert {"six-series", "latency-points", "sender-health", "resources"} <= {
+        p["id"] for p in plots
+    }
+    for plot in plots:
+        body = plot["body"]
+        assert plot["svgs"] and all(_inside(svg, body) for svg in plot["svgs"]), plot
+        assert max(svg[2] - svg[0] for svg in plot["svgs"]) >= 0.95 * (body[2] - body[0]), plot
 
 
 def test_compare_two_runs(spark, tmp_path):

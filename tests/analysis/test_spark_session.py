@@ -1,12 +1,78 @@
-"""Where the analysis' Spark driver binds, and the archive its JVM loads classes from."""
+"""Where the analysis' Spark driver binds, the archive its JVM loads classes from, and what
+it prints as it starts."""
 
 import os
+import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from analysis.spark import ARCHIVE_QUIET_S, class_data_sharing, driver_host
+from tests.analysis.crafted import craft
+
+REPO = Path(__file__).resolve().parents[2]
+
+# What Spark and its JVM print as a session starts, on this machine or any.
+CHATTER = [
+    "Using Spark's default log4j profile",
+    "Setting default log level",
+    "To adjust logging level",
+    "NativeCodeLoader",  # Unable to load native-hadoop library
+    "resolves to a loopback address",  # WARN Utils: Your hostname, ...
+    "SPARK_LOCAL_IP",
+    "Using incubator modules",
+    " WARN ",
+]
+
+# A session started, then an error logged by the JVM and a line it prints itself.
+START_AND_FAIL = """
+import sys
+from analysis.spark import session
+spark = session("local[1]", "evbench-tests", verbose=sys.argv[1] == "verbose")
+spark._jvm.org.apache.logging.log4j.LogManager.getLogger("evbench.test").error("logged error")
+spark._jvm.java.lang.System.err.println("printed by the JVM")
+spark._jvm.java.lang.System.err.flush()
+spark.stop()
+"""
+
+
+def _chatter(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if any(c in line for c in CHATTER)]
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+
+
+@pytest.mark.spark
+@pytest.mark.e2e
+def test_analyze_prints_no_spark_chatter(tmp_path):
+    sut, _ = craft(tmp_path / "runs")
+    evbench = str(Path(sys.executable).with_name("evbench"))
+    result = _run([evbench, "analyze", str(sut.parent)])
+    assert result.returncode == 0, result.stderr
+    assert _chatter(result.stderr) == [], result.stderr
+    headline = next(line for line in result.stderr.splitlines() if line.startswith("direct: "))
+    assert re.search(r"; e2e (max|P99\.99) \d\.\d\d ms \(n=", headline), headline
+
+
+@pytest.mark.spark
+@pytest.mark.e2e
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_quiet_session_still_shows_errors(verbose):
+    """Quiet hides the chatter only: what the JVM logs as an error, or prints, still shows."""
+    result = _run([sys.executable, "-c", START_AND_FAIL, "verbose" if verbose else "quiet"])
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^\S+ \S+ ERROR test: logged error$", result.stderr, re.M), result.stderr
+    assert "printed by the JVM" in result.stderr
+    if verbose:  # the chatter the quiet runs must not show is there to hide
+        assert "Using Spark's default log4j profile" in result.stderr, result.stderr
+    else:
+        assert _chatter(result.stderr) == [], result.stderr
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from analysis.summary import (
     SutFindings,
     _run_verdict,
     headline,
+    latency_text,
     step_row,
     strict_json,
     summary,
@@ -201,19 +202,44 @@ COUNTS = {
         (
             {"p9999": 5.0, "n": 10, "p9999_is_max": True},
             COUNTS,
-            "kafka: held; e2e max 5.0 ms (n=10); sent 10, send failures 1, lost 2, "
+            "kafka: held; e2e max 5.00 ms (n=10); sent 10, send failures 1, lost 2, "
             "duplicates 3, foreign 4",
         ),
         (
-            {"p9999": 5.0, "n": 20_000, "p9999_is_max": False},
+            {"p9999": 8070.4, "n": 20_000, "p9999_is_max": False},
             {**COUNTS, "decoys": 6, "filtered": 5},
-            "kafka: held; e2e P99.99 5.0 ms (n=20000); sent 10, send failures 1, lost 2, "
+            "kafka: held; e2e P99.99 8.07 s (n=20000); sent 10, send failures 1, lost 2, "
             "duplicates 3, foreign 4, decoys filtered 5 of 6",
         ),
     ],
 )
 def test_the_headline(e2e, counts, line):
     assert headline(_summary_doc(e2e, counts)) == line
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (8070.4, "8.07 s"),  # source-kafka's P99.99 that printed as 8070.4 ms
+        (0.4213, "0.421 ms"),
+        (5.0, "5.00 ms"),  # the digits are significant: trailing zeros kept
+        (12, "12.0 ms"),
+        (999.4, "999 ms"),
+        (999.96, "1.00 s"),  # rounds to a second: said in seconds
+        (99.95, "100 ms"),  # rounded up into the next power of ten: still 3 digits
+        (0.9996, "1.00 ms"),
+        (1000, "1.00 s"),
+        (12_345.6, "12.3 s"),
+        (1_234_567.8, "1230 s"),
+        (0.000_123_45, "0.000123 ms"),
+        (0, "0 ms"),
+        (-0.4213, "-0.421 ms"),  # a clock error can make one negative
+        (None, "-"),  # no deliveries
+        (float("nan"), "-"),
+    ],
+)
+def test_latencies_print_with_three_significant_digits(ms, text):
+    assert latency_text(ms) == text
 
 
 @pytest.mark.parametrize(
