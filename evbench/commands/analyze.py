@@ -76,7 +76,8 @@ def add(commands: Subcommands) -> None:
 
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
     """--verbose: what Spark prints as it starts (log4j's profile, its warnings about this host),
-    hidden otherwise. For every command that analyses (`analyze`, `run`, `search`)."""
+    hidden otherwise. For every command that analyses (analyze, run, search, memory, collect,
+    import-knative)."""
     parser.add_argument(
         "--verbose",
         action="store_true",

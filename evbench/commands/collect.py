@@ -8,7 +8,7 @@ from pathlib import Path
 
 from contract.layout import default_runs_dir
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import analyze_path
+from evbench.commands.analyze import add_verbose_argument, analyze_path
 
 
 def add(commands: Subcommands) -> None:
@@ -34,6 +34,7 @@ def add(commands: Subcommands) -> None:
     collect.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
     collect.add_argument("--runs-dir", type=Path, default=None, help="default ./runs")
     collect.add_argument("--no-analyze", action="store_true", help="fetch only")
+    add_verbose_argument(collect)
     collect.set_defaults(main=main)
 
 
@@ -43,4 +44,6 @@ def main(args: argparse.Namespace) -> int:
     runs_dir = args.runs_dir or default_runs_dir()
     sut_dir = collect(args.sender, args.receiver, args.sut, runs_dir, args.run_id, echo)
     echo(f"collected into {sut_dir.root}")
-    return 0 if args.no_analyze else analyze_path(sut_dir.root, "local[*]", 0.0)
+    if args.no_analyze:
+        return 0
+    return analyze_path(sut_dir.root, "local[*]", 0.0, verbose=args.verbose)

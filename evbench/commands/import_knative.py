@@ -7,7 +7,7 @@ from pathlib import Path
 
 from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import analyze_path
+from evbench.commands.analyze import add_verbose_argument, analyze_path
 from loadgen.pace import resolve_pace
 
 
@@ -30,6 +30,7 @@ def add(commands: Subcommands) -> None:
         "rate; without it, rates are inferred from the data",
     )
     legacy.add_argument("--no-analyze", action="store_true", help="only write the records")
+    add_verbose_argument(legacy)
     legacy.set_defaults(main=main)
 
 
@@ -41,4 +42,6 @@ def main(args: argparse.Namespace) -> int:
     run_id = args.run_id or next_run_id(runs_dir, PACE_NAME)
     sut_dir = import_knative(args.source, runs_dir, run_id, args.sut, rates)
     echo(f"imported {args.source} -> {sut_dir}")
-    return 0 if args.no_analyze else analyze_path(sut_dir, "local[*]", 0.0)
+    if args.no_analyze:
+        return 0
+    return analyze_path(sut_dir, "local[*]", 0.0, verbose=args.verbose)

@@ -9,6 +9,7 @@ from contract.argtypes import at_least_one, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import Subcommands, echo
+from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
 from evbench.session_args import add_flags, add_session_arguments
 
@@ -113,6 +114,7 @@ def add(commands: Subcommands) -> None:
         "instead of deleting them at each scenario's end",
     )
     add_session_arguments(memory, only=("run_id", "runs_dir", "no_analyze"))
+    add_verbose_argument(memory)
     memory.set_defaults(main=main)
 
 
@@ -173,5 +175,5 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_analyze and len(failed) < len(options.partitions) * len(specs):
         from evbench.commands.analyze import analyze_memory_path
 
-        code = analyze_memory_path(root, "local[*]")
+        code = analyze_memory_path(root, "local[*]", verbose=args.verbose)
     return code or (1 if failed else 0)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import analyze_path
+from evbench.commands.analyze import add_verbose_argument, analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
 from loadgen.pace import resolve_pace
@@ -33,6 +33,7 @@ def add(commands: Subcommands) -> None:
     )
     add_knob_arguments(run)
     add_session_arguments(run)
+    add_verbose_argument(run)
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
     run.set_defaults(main=main)
 
@@ -67,5 +68,6 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_analyze and any(o.schedule_start_ns for o in outcomes):
         # One analysis of the whole run directory: one Spark chain, one index.html.
         target = outcomes[0].sut_dir.root
-        codes.append(analyze_path(target if single else target.parent, "local[*]", 0.0))
+        where = target if single else target.parent
+        codes.append(analyze_path(where, "local[*]", 0.0, verbose=args.verbose))
     return max(codes)

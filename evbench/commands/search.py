@@ -11,7 +11,7 @@ from contract.errors import EvbenchError
 from contract.layout import sut_dir_for
 from contract.parquet import part_files
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import analyze_path
+from evbench.commands.analyze import add_verbose_argument, analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
@@ -152,6 +152,7 @@ def add(commands: Subcommands) -> None:
         workers="sender processes per probe (default 1; above 1 a Locust fleet, as in `evbench "
         "run --workers`): for a system faster than one sender holds",
     )
+    add_verbose_argument(search)
     search.set_defaults(main=main)
 
 
@@ -182,7 +183,8 @@ def main(args: argparse.Namespace) -> int:
     if args.no_analyze or not sent:
         return code
     run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
-    analysed = analyze_path(run_root if len(suts) > 1 else run_root / suts[0], "local[*]", 0.0)
+    where = run_root if len(suts) > 1 else run_root / suts[0]
+    analysed = analyze_path(where, "local[*]", 0.0, verbose=args.verbose)
     return code or analysed
 
 
