@@ -189,6 +189,7 @@ def step_figures(
         e2e_rise_ms=slope_rise_ms([s for s, _ in medians], [m for _, m in medians]),
         e2e_p99_ms=tails.e2e["p99"],
         baseline_e2e_p99_ms=baseline_e2e_p99_ms,
+        inflight_cap_refused=totals["inflight_cap_refused"],
     )
 
 

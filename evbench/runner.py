@@ -103,7 +103,7 @@ def _drive(session: Session, opts: RunOptions, interrupts: _Interrupts, live: bo
         outcome.grace = session.stragglers(expected, interrupts=lambda: interrupts.count)
         if summary is None:
             outcome.grace["expected"] = None  # unknown: the sender died before saying
-        elif wiring := session.wiring_mistake(summary["ok"]):
+        elif not interrupts.count and (wiring := session.wiring_mistake(summary["ok"])):
             outcome.instrument_failures.append(wiring)
             echo(f"instrument failed: {wiring}")
     stopped_early = interrupts.count or (summary is not None and summary["interrupted"])

@@ -20,7 +20,7 @@ import queue
 import secrets
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -203,11 +203,10 @@ class _Search:
         )
         # What arrived before this probe, duplicates included, plus what it had acked: a count
         # summed over the probes would be reached early after any duplicate delivery.
-        stats_before = session.receiver_stats()
         received_before = session.received()
         done = self._send(settings, step, probe)
         session.stragglers(received_before + done["ok"])
-        if wiring := session.wiring_mistake(done["ok"], stats_before):
+        if wiring := session.wiring_mistake(done["ok"]):
             # Bisecting down to 1/s would only repeat it: the search stops at the first probe.
             raise _InstrumentFailed(wiring)
         self._check_receiver()
@@ -236,6 +235,10 @@ class _Search:
             records, step, probe.rate_per_s, probe.hold_s, baseline, schedule_start_ns=start_ns
         )
         verdict = verdict_of(figures, self.opts.thresholds, self.opts.objective)
+        if verdict.verdict == BREAKS and self._instruments_only():
+            # Direct: the system is the receiver, so where it breaks the instruments do.
+            why = "the system is the instruments (the receiver), so its limit is theirs"
+            verdict = replace(verdict, verdict=SENDER_LIMITED, reasons=(*verdict.reasons, why))
         if verdict.verdict not in (HOLDS, SENDER_LIMITED, BREAKS):  # insufficient data
             # The plan holds every probe for at least the rule's minimum of events, so fewer
             # records than that are missing ones.
@@ -249,6 +252,9 @@ class _Search:
             probe, step, done["start_ns"] or 0, verdict.verdict, verdict.reasons,
             asdict(figures), done, restarted,
         )  # fmt: skip
+
+    def _instruments_only(self) -> bool:
+        return self.session.sut is not None and self.session.sut.instruments_only
 
     def _send(self, settings: SenderSettings, step: int, probe: Probe) -> SenderDone:
         """One probe's sender (or fleet) from start to its done line; its failures raise."""

@@ -184,16 +184,16 @@ class Session:
             )
         return stats["received"]
 
-    def wiring_mistake(self, acked: int, before: ReceiverStats | None = None) -> str | None:
-        """Acks and, since `before`, not one request at the receiver that came to deliver, while
-        the system's processes live: the system delivers elsewhere (None: not that)."""
+    def wiring_mistake(self, acked: int) -> str | None:
+        """Acks, and never one request at the receiver that came to deliver, while the
+        system's processes live: the system delivers elsewhere (None: not that). A system
+        that delivered before and stops delivering has broken, and is judged so."""
         now = self.receiver_stats()
         if now is None or acked <= 0 or self.dead() or self.opts.send.decoy_every == 1:
             return None
         # Its own control plane (stats, clock) connects to the receiver too: count only the
         # requests that came to deliver something.
-        attempts = delivery_attempts(now) - (delivery_attempts(before) if before else 0)
-        if attempts:
+        if attempts := delivery_attempts(now):
             return None
         return wiring_diagnosis(acked, self.outcome.receiver_url, attempts)
 

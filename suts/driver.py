@@ -50,6 +50,8 @@ class Sut:
     local: ClassVar[bool] = True  # part of the default matrix (`evbench run` without --sut)
     kafka: ClassVar[bool] = False  # runs on a Kafka topic: lag is sampled, the broker described
     settings_shape_results: ClassVar[bool] = True  # LabSettings go into run.json
+    # The system is the instruments themselves (direct: the receiver): its limit is theirs.
+    instruments_only: ClassVar[bool] = False
 
     def __init__(self, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
         self.settings = settings

@@ -19,6 +19,7 @@ class Direct(Sut):
     summary = "sender -> receiver (the instruments' own floor)"
     topology = "sender -> receiver"
     settings_shape_results = False
+    instruments_only = True
 
     def _start(self, subscriber: str) -> str:
         return subscriber

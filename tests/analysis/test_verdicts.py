@@ -91,6 +91,24 @@ JUDGE = [
         "",
     ),
     (
+        "short sender: its own in-flight cap's refusals are its own",
+        fig(sender_ratio=0.8, send_failures=9000, inflight_cap_refused=9000),
+        SENDER_LIMITED,
+        "80.0%",
+    ),
+    (
+        "short sender: the system's own failures beside the cap's",
+        fig(sender_ratio=0.8, send_failures=9500, inflight_cap_refused=9000),
+        BREAKS,
+        "500 send failures",
+    ),
+    (
+        "on pace, the cap's refusals are the system's slowness",
+        fig(send_failures=9000, inflight_cap_refused=9000),
+        BREAKS,
+        "9000 send failures",
+    ),
+    (
         "late sender cannot excuse failures",
         fig(sender_lag_p99_ms=25.0, send_failures=5000),
         BREAKS,

@@ -9,9 +9,7 @@ import sys
 
 import pytest
 
-from contract.documents import RunDoc, SummaryDoc, problems
-from contract.parquet import read_parts
-from contract.records import SENT_FIELDS
+from contract.documents import SummaryDoc, problems
 from evbench.search import SearchOptions, search
 from evbench.searchplan import Resolution, SearchPlan
 from loadgen.settings import SendKnobs
@@ -19,41 +17,6 @@ from suts.drivers import known_capacity
 from suts.lab import make_sut
 
 pytestmark = pytest.mark.e2e
-
-
-# Off the probe grid (200, 400, 800, ... and their midpoints): a capacity probed exactly has no
-# headroom, and any stall would read as a rise.
-# 730/s is searched from outside, on a hop of the test's own (test_session_options.py).
-@pytest.mark.parametrize("capacity", [330])
-def test_the_search_brackets_a_known_capacity(tmp_path, capacity):
-    resolution = Resolution(fraction=0.10)
-    opts = SearchOptions(
-        sut="capacity",
-        plan=SearchPlan(200, 5000, resolution, probe_s=3, confirm_s=5),
-        runs_dir=tmp_path,
-        run_id="s",
-        send=SendKnobs(payload_bytes=1024),
-        settle_s=0.5,
-        grace_s=2.0,
-    )
-    lines: list[str] = []
-    searched = search(opts, lines.append, make=known_capacity(capacity))
-    result = searched.result
-    assert searched.status == "completed" and result is not None, lines
-    assert result.highest_hold_per_s <= capacity < result.lowest_break_per_s, lines
-    assert result.max_sustainable_per_s == result.highest_hold_per_s
-    assert resolution.gap_ok(result.highest_hold_per_s, result.lowest_break_per_s)
-    # the whole search is one run: every probe a step, in run.json and in the records
-    run = json.loads(searched.sut_dir.run_json.read_text())
-    assert problems(run, RunDoc) == [] and run["status"] == "completed"
-    assert run["instrument_failures"] == [] and run["receiver"]["stats"]["received"] > 0
-    probes = run["search"]["probes"]
-    assert len(probes) == result.probes == len(run["pace"]["steps"])
-    assert probes[-1]["confirm"] and probes[-1]["verdict"] == "holds"
-    # the hop's queue (300 events) drains within the settle: the system stayed warm throughout
-    assert [p["restarted"] for p in probes] == [None] * len(probes)
-    steps = {r["step"] for r in read_parts(searched.sut_dir.sent, SENT_FIELDS).to_pylist()}
-    assert steps == set(range(1, len(probes) + 1))
 
 
 def test_a_rate_no_sender_holds_ends_the_search_with_the_instrument_as_the_limit(tmp_path):

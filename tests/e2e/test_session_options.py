@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from contract.documents import RunDoc, problems
 from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.searchplan import Resolution
@@ -179,7 +180,17 @@ def _searched(tmp_path: Path, run_id: str, *args: str) -> dict:
         "--payload-bytes", "1024", "--run-id", run_id, "--no-analyze", *args,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    run = json.loads((tmp_path / "runs" / f"{run_id}-search" / "external" / "run.json").read_text())
+    root = tmp_path / "runs" / f"{run_id}-search" / "external"
+    run = json.loads((root / "run.json").read_text())
+    # The whole search is one run: every probe a step, in run.json and in the records, and the
+    # system (the user's, which the search cannot restart) kept warm throughout.
+    assert problems(run, RunDoc) == [] and run["status"] == "completed"
+    probes = run["search"]["probes"]
+    assert len(probes) == run["search"]["result"]["probes"] == len(run["pace"]["steps"])
+    assert probes[-1]["confirm"] and probes[-1]["verdict"] == "holds"
+    assert [p["restarted"] for p in probes] == [None] * len(probes), done.stderr[-3000:]
+    steps = {r["step"] for r in read_parts(root / "sent", SENT_FIELDS).to_pylist()}
+    assert steps == set(range(1, len(probes) + 1))
     return run["search"]["result"] | {"stderr": done.stderr}
 
 
