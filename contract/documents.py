@@ -306,6 +306,16 @@ class SummaryDoc(TypedDict):
 Doc = TypeVar("Doc")
 
 
+def parse_receiver_stats(doc: object, where: str = "the receiver's counters") -> ReceiverStats:
+    """The receiver's counters (its GET /stats, its stopped line's, run.json's receiver.stats)
+    as their type; an EvbenchError names what is missing."""
+    if not isinstance(doc, Mapping):
+        raise EvbenchError(f"{where}: not a JSON object")
+    if missing := sorted(ReceiverStats.__required_keys__ - doc.keys()):
+        raise EvbenchError(f"{where} without {', '.join(missing)}")
+    return cast(ReceiverStats, dict(doc))
+
+
 def read_document(path: Path, doc_type: type[Doc]) -> Doc:
     """The JSON object in `path` as a `doc_type` (RunDoc, SummaryDoc, ...). Keys renamed since
     it was written read by today's names; keys it lacks are left to the reader (an older

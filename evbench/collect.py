@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
-from contract.documents import RunDoc, RunStatus
+from contract.documents import RunDoc, RunStatus, parse_receiver_stats
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import (
@@ -151,8 +151,7 @@ def _settings(argv: list[str]) -> SenderSettings:
 
 def _receiver_stats(url: str) -> ReceiverStats:
     with urllib.request.urlopen(url.rstrip("/") + "/stats", timeout=10) as answer:
-        stats: ReceiverStats = json.load(answer)  # receivers.server's GET /stats
-    return stats
+        return parse_receiver_stats(json.load(answer), f"the receiver's counters at {url}")
 
 
 def _summed(stats: list[ReceiverStats]) -> ReceiverStats:

@@ -27,12 +27,12 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import httpx
 
 from analysis.verdicts import delivery_attempts, wiring_diagnosis
-from contract.documents import NotReported, RunDoc, RunStatus
+from contract.documents import NotReported, RunDoc, RunStatus, parse_receiver_stats
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import ReceiverStats
@@ -171,7 +171,7 @@ class Session:
             doc = self.client.get(f"{self.base_url}/stats").json()
         except (httpx.HTTPError, ValueError):
             return None
-        return as_receiver_stats(doc)
+        return _stats_or_none(doc)
 
     def received(self) -> int:
         """Deliveries the receiver has counted; an unanswering receiver is an instrument
@@ -317,7 +317,7 @@ class Session:
             return
         died = not receiver.alive()
         code = receiver.stop()
-        self.outcome.receiver = as_receiver_stats(receiver.final_report()) or NotReported()
+        self.outcome.receiver = _stats_or_none(receiver.final_report()) or NotReported()
         # Every delivery after its death, or left unwritten, would count as lost.
         if failure := receiver_failure(died, code, self.outcome.receiver):
             self.outcome.instrument_failures.append(failure)
@@ -335,12 +335,13 @@ class Session:
         return False
 
 
-def as_receiver_stats(doc: object) -> ReceiverStats | None:
-    """The receiver's counters (its GET /stats, its stopped line's stats) as their type; None
-    when `doc` is not them (the receiver never said them)."""
-    if not isinstance(doc, dict) or ReceiverStats.__required_keys__ - doc.keys():
+def _stats_or_none(doc: object) -> ReceiverStats | None:
+    """The receiver's counters, or None when it did not say them (it never answered, or died
+    before its last line)."""
+    try:
+        return parse_receiver_stats(doc)
+    except EvbenchError:
         return None
-    return cast(ReceiverStats, doc)
 
 
 def wait_for_stragglers(
