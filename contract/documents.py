@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type_hints, is_typeddict
 
 from contract.errors import EvbenchError
+from contract.insight import ProfileDoc, ScrapeDoc
 from contract.lines import OffsetDoc as OffsetDoc
 from contract.lines import ReceiverStats, SenderDone, renamed_keys
 from contract.lines import SenderClock as SenderClock
@@ -186,6 +187,9 @@ class RunDoc(TypedDict):
     command: NotRequired[list[str]]
     started_ns: NotRequired[int]
     ended_ns: NotRequired[int]
+    # what was seen inside the system: Prometheus endpoints scraped, profiles taken
+    scrapes: NotRequired[list[ScrapeDoc]]
+    profiles: NotRequired[list[ProfileDoc]]
     # `evbench search`: its plan, every probe with its verdict, and the result
     search: NotRequired[SearchDoc]
     # `evbench import-knative`

@@ -1,7 +1,8 @@
 """Where a run's files live; every reader and writer asks here.
 
 runs/<run-id>-<pace>/index.html
-runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/], logs/,
+runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/, metrics/],
+                            profiles/step-<N>/, logs/,
                             analysis/{summary.json, metrics.parquet, ..., report.html, knative/}}
 """
 
@@ -38,6 +39,19 @@ class SutDir:
     @property
     def consumer_lag(self) -> Path:
         return self.samples / "consumer-lag"
+
+    @property
+    def scraped_metrics(self) -> Path:
+        """Prometheus samples scraped during the run (contract.records.METRIC_SAMPLE_FIELDS)."""
+        return self.samples / "metrics"
+
+    @property
+    def profiles(self) -> Path:
+        return self.root / "profiles"
+
+    def step_profiles(self, step: int) -> Path:
+        """Profiles taken during one step (py-spy's, pprof's), stored as they come."""
+        return self.profiles / f"step-{step}"
 
     @property
     def logs(self) -> Path:

@@ -95,6 +95,38 @@ PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("cpu_percent", "float64", False, "CPU since the previous sample; 100 = one core"),
 )
 
+# A Prometheus text endpoint scraped during a run (evbench.scrape): one row per sample, as the
+# endpoint exposed it, plus two of the scraper's own per scrape, as Prometheus adds them: `up`
+# (1 answered and parsed, 0 not) and `scrape_duration_seconds`.
+METRIC_SAMPLE_FIELDS: tuple[Field, ...] = (
+    Field("t_ns", "int64", False, "when the scrape began"),
+    Field(
+        "endpoint", "string", False, "the endpoint's name (--scrape NAME=URL)", low_cardinality=True
+    ),
+    Field(
+        "metric",
+        "string",
+        False,
+        "sample name as exposed, e.g. foo_total, foo_bucket",
+        low_cardinality=True,
+    ),
+    Field(
+        "kind",
+        "string",
+        False,
+        "its family's type: counter, gauge, histogram, summary, info, stateset or unknown",
+        low_cardinality=True,
+    ),
+    Field(
+        "labels",
+        "string",
+        False,
+        'canonical `{a="x",b="y"}` (sorted), "" without labels',
+        low_cardinality=True,
+    ),
+    Field("value", "float64", False, "the sample's value"),
+)
+
 CONSUMER_LAG_FIELDS: tuple[Field, ...] = (
     Field("t_ns", "int64", False, "when the sample was taken"),
     Field("group", "string", False, "consumer group", low_cardinality=True),
@@ -170,6 +202,15 @@ class MemorySampleRow(NamedTuple):
     fetchq_bytes: int | None
 
 
+class MetricSampleRow(NamedTuple):
+    t_ns: int
+    endpoint: str
+    metric: str
+    kind: str
+    labels: str
+    value: float
+
+
 class ConsumerLagRow(NamedTuple):
     t_ns: int
     group: str
@@ -185,6 +226,7 @@ ROW_TYPES: dict[type[tuple[object, ...]], tuple[Field, ...]] = {
     ReceivedRow: RECEIVED_FIELDS,
     ProcessSampleRow: PROCESS_SAMPLE_FIELDS,
     ConsumerLagRow: CONSUMER_LAG_FIELDS,
+    MetricSampleRow: METRIC_SAMPLE_FIELDS,
     MemorySampleRow: MEMORY_SAMPLE_FIELDS,
 }
 

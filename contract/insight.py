@@ -1,0 +1,51 @@
+"""What a run saw inside the system (DESIGN §5, "Looking inside the system"), as run.json records
+it: the Prometheus endpoints it scraped and the profiles it took. The samples themselves are
+records (contract.records.METRIC_SAMPLE_FIELDS, under samples/metrics/); profiles are files under
+profiles/step-<N>/ (contract.layout.SutDir.step_profiles), stored as they came.
+
+Written by evbench.scrape and evbench.profiles, read by the analysis' report."""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+# The scraper's own series per scrape, beside the endpoint's samples (as Prometheus adds them).
+UP_METRIC = "up"
+SCRAPE_DURATION_METRIC = "scrape_duration_seconds"
+
+
+class ScrapeDoc(TypedDict):
+    """One endpoint scraped during the run: how the scraping went."""
+
+    name: str  # --scrape NAME=URL, or the lab component's role
+    url: str
+    interval_s: float
+    origin: Literal["user", "lab", "instrument"]  # --scrape, the lab's own, evbench's own
+    scrapes: int  # attempts
+    failures: int  # no answer in time, an HTTP error, or a body the parser refused
+    samples: int  # rows written (the endpoint's samples, the scraper's own not counted)
+    slowest_s: float  # the longest an attempt took
+    # The first and the last failure, as said (None when every scrape answered).
+    first_error: str | None
+    last_error: str | None
+
+
+ProfileKind = Literal["py-spy", "pprof-cpu", "pprof-heap"]
+
+
+class ProfileDoc(TypedDict):
+    """One profile taken during a step."""
+
+    step: int
+    kind: ProfileKind
+    target: str  # the lab process's role, or the --pprof NAME
+    started_ns: int
+    duration_s: float  # what was asked (a heap profile is a snapshot: 0)
+    wall_s: float  # what taking it cost in time, start to file written
+    # Paths relative to the system's directory (the SUT dir); empty when it failed.
+    files: list[str]
+    error: str | None
+    pid: NotRequired[int]  # py-spy: the process profiled
+    samples: NotRequired[int]  # py-spy: stacks sampled
+    url: NotRequired[str]  # pprof: what was fetched
+    open_with: NotRequired[str]  # the command that opens it, e.g. `go tool pprof -http=: F`
