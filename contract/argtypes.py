@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import urllib.parse
 
 PORT_MAX = 65535
 
@@ -80,3 +81,31 @@ def signed_milliseconds(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text} must be a finite number of milliseconds")
     return value
+
+
+def http_url(text: str) -> str:
+    """An http:// or https:// URL with a host (and a port in range, if given): a typo is
+    named here, not found later as a connection error."""
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not an http:// or https:// URL (e.g. http://10.0.0.5:9090/metrics)"
+        )
+    try:
+        port = parsed.port
+    except ValueError:
+        port = -1
+    if not parsed.hostname or port == -1 or port == 0:
+        raise argparse.ArgumentTypeError(f"'{text}' has no usable host and port")
+    return text
+
+
+def named_url(text: str) -> tuple[str | None, str]:
+    """`NAME=URL` or `URL`: the name (None when not given) and the checked URL. The name is
+    what stands before the first '=' if it is no URL itself (a URL's query may hold '=')."""
+    name, sep, rest = text.partition("=")
+    if sep and "/" not in name and ":" not in name:
+        if not name:
+            raise argparse.ArgumentTypeError(f"'{text}': the name before '=' is empty")
+        return name, http_url(rest)
+    return None, http_url(text)

@@ -5,8 +5,7 @@ profiles/step-<N>/ (contract.layout.SutDir.step_profiles), stored as they came.
 
 Written by evbench.scrape and evbench.profiles, read by the analysis' report."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: TypedDict reads NotRequired[...] at definition time.
 from typing import Literal, NotRequired, TypedDict
 
 # The scraper's own series per scrape, beside the endpoint's samples (as Prometheus adds them).
@@ -47,5 +46,8 @@ class ProfileDoc(TypedDict):
     error: str | None
     pid: NotRequired[int]  # py-spy: the process profiled
     samples: NotRequired[int]  # py-spy: stacks sampled
+    # py-spy: the CPU seconds it used itself (read every 0.2 s while it ran: a lower bound),
+    # taken from the cores the lab's processes run on
+    profiler_cpu_s: NotRequired[float]
     url: NotRequired[str]  # pprof: what was fetched
     open_with: NotRequired[str]  # the command that opens it, e.g. `go tool pprof -http=: F`

@@ -5,6 +5,8 @@ library only, like the rest of the floor."""
 # No `from __future__ import annotations`: TypedDict reads NotRequired[...] at definition time.
 from typing import Any, NotRequired, TypedDict
 
+from contract.insight import ScrapeDoc
+
 
 class PartitionLagDoc(TypedDict):
     """One partition after the drain, as `kafka-consumer-groups --describe` shows it."""
@@ -62,6 +64,7 @@ class ScenarioDoc(TypedDict):
     kafka: NotRequired[BacklogKafkaDoc]
     receiver_url: NotRequired[str | None]  # the lab's consumers deliver there
     instrument_failures: NotRequired[list[str]]
+    scrapes: NotRequired[list[ScrapeDoc]]  # --scrape: the endpoints scraped while it ran
 
 
 class FailedScenarioDoc(TypedDict):

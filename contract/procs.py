@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,13 @@ class Child:
         """The next JSON line, or None at end of output; raises queue.Empty on timeout."""
         return self.lines.get(timeout=timeout_s)
 
-    def wait_for(self, event: str, timeout_s: float) -> dict[str, Any]:
+    def wait_for(
+        self,
+        event: str,
+        timeout_s: float,
+        seen: Callable[[dict[str, Any]], None] = lambda doc: None,
+    ) -> dict[str, Any]:
+        """The first line of `event`; every line before it is handed to `seen`."""
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -97,6 +103,7 @@ class Child:
                 raise RuntimeError(f"{self.name} exited before reporting '{event}': {self.tail()}")
             if doc.get("event") == event:
                 return doc
+            seen(doc)
 
     def final_report(self, event: str = "stopped", timeout_s: float = 5.0) -> dict[str, Any]:
         """The `stats` of the child's last report line (`{"event": "stopped", "stats": ...}`),

@@ -131,6 +131,8 @@ def _scenario(
         }
         result["receiver_url"] = session.base_url or None  # the lab's consumers deliver there
     result["instrument_failures"] = session.outcome.instrument_failures
+    if scrapes := session.insight.scrapes():
+        result["scrapes"] = scrapes
     _say(result, drained.group, drained.topic, echo)
     return result
 

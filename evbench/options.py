@@ -17,6 +17,8 @@ from contract.documents import NotReported, RunStatus, SearchSenderSummary, SutD
 from contract.layout import SutDir
 from contract.lines import ReceiverStats, SenderClock, SenderDone
 from evbench.consumers import BareClientOptions, ConsumerSpec
+from evbench.profiles import PprofTarget, ProfileRequest
+from evbench.scrape import ScrapeTarget
 from loadgen.pace import Pace
 from loadgen.settings import SendKnobs
 from suts.lab import LabSettings
@@ -49,6 +51,12 @@ class SessionOptions:
     grace_s: float = 5.0  # stop waiting for stragglers after this long without one
     grace_cap_s: float = 60.0  # and never wait longer than this
     lag_interval_s: float = 5.0  # consumer lag sampled this often on a topic
+    # Looking inside the system (evbench.insight): endpoints scraped beside the lab's own
+    # /metrics, and one step's profiles.
+    scrape: tuple[ScrapeTarget, ...] = ()
+    scrape_interval_s: float = 1.0
+    profile: ProfileRequest | None = None
+    pprof: tuple[PprofTarget, ...] = ()
 
     @property
     def receiver(self) -> ReceiverOptions:

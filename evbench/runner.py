@@ -70,6 +70,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     driver_for(opts.sut)  # an unknown name fails here, before anything is created
     # A bad warmup fails here, before anything is created.
     has_warmup = opts.send.warmup is not None and parse_warmup(opts.send.warmup) is not None
+    _check_profile_step(opts, has_warmup)
     session = Session.open(opts, opts.pace.name, echo, make)
     pace = opts.pace
     echo(
@@ -83,6 +84,17 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
         _drive(session, opts, interrupts, live)
     _echo_summary(session.outcome, echo)
     return session.outcome
+
+
+def _check_profile_step(opts: RunOptions, has_warmup: bool) -> None:
+    """`--profile STEP` names a step of the pace (0 only with a warm-up), before anything starts."""
+    if opts.profile is None:
+        return
+    first, last = (0 if has_warmup else 1), len(opts.pace.steps)
+    if not first <= opts.profile.step <= last:
+        raise EvbenchError(
+            f"--profile {opts.profile.step}: pace {opts.pace.name} has steps {first}..{last}"
+        )
 
 
 def _drive(session: Session, opts: RunOptions, interrupts: _Interrupts, live: bool) -> None:
@@ -185,6 +197,7 @@ def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:
         # still analysed up to where its records end.
         session.outcome.schedule_start_ns = line["start_ns"]
         session.outcome.sender_clocks = sender_clocks(line)
+        session.insight.on_sender_start(line)
         session.record("running")
     elif line["event"] == "fleet_worker":
         session.sampler.watch(f"sender-w{line['index']}", line["pid"])

@@ -20,6 +20,7 @@ import queue
 import secrets
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from contract.documents import (
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir
-from contract.lines import SenderDone, parse_sender_line
+from contract.lines import SenderDone, SenderStart, parse_sender_line
 from contract.parquet import part_files
 from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import NS_PER_S
@@ -265,7 +266,8 @@ class _Search:
         try:
             sender = session.start_senders(settings, name)
             log = sender.log_path
-            done = _done_line(sender.wait_for("done", timeout_s))
+            seen = _on_start(session.insight.on_sender_start)
+            done = _done_line(sender.wait_for("done", timeout_s, seen))
             code = sender.wait(30)
         except (RuntimeError, TimeoutError, queue.Empty, subprocess.TimeoutExpired) as exc:
             raise _InstrumentFailed(
@@ -357,6 +359,17 @@ def _wait_until_written(session: Session, timeout_s: float = 10.0) -> None:
             return
         time.sleep(0.1)
     raise _InstrumentFailed(f"the receiver did not write its records within {timeout_s:g} s")
+
+
+def _on_start(on_start: Callable[[SenderStart], None]) -> Callable[[dict[str, Any]], None]:
+    """A line watcher handing the sender's start line (when each step begins) to `on_start`."""
+
+    def seen(doc: dict[str, Any]) -> None:
+        line = parse_sender_line(doc) if doc.get("event") == "start" else None
+        if line is not None and line["event"] == "start":  # narrows the line to its type
+            on_start(line)
+
+    return seen
 
 
 def _done_line(doc: dict[str, Any]) -> SenderDone:

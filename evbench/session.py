@@ -38,6 +38,7 @@ from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import ReceiverStats
 from contract.procs import Child
 from evbench.health import grace_verdict, receiver_failure, receiver_limits
+from evbench.insight import Insight
 from evbench.instruments import start_receiver
 from evbench.options import RunOutcome, SessionOptions
 from evbench.rundoc import Environment, environment, run_document, write_run_json
@@ -69,6 +70,7 @@ class Session:
         self.started_ns = time.time_ns()
         self.outcome = RunOutcome(sut_dir, "failed")
         self.sampler = ProcessSampler(sut_dir.samples)
+        self.insight = Insight(opts, sut_dir, echo)
         self.client = httpx.Client(timeout=2.0)
         self.receiver: Child | None = None
         self.base_url = ""
@@ -104,10 +106,12 @@ class Session:
         stack.callback(self._judge_instruments)
         stack.callback(self._stop_receiver)
         stack.callback(self.stop_system)
+        stack.callback(self.insight.stop)
         stack.callback(self.stop_senders)
         stack.callback(self._policy_steps.close)
         stack.callback(ignore_signals)
         self.sampler.start()
+        self.insight.start()
         return self
 
     def on_teardown(self, step: Callable[[], object]) -> None:
@@ -125,7 +129,7 @@ class Session:
 
     def document(self, pace: Pace, status: RunStatus | None, has_warmup: bool = False) -> RunDoc:
         """run.json as of now: what the session knew, with the policy's pace."""
-        return run_document(
+        doc = run_document(
             self.opts,
             pace,
             self.run_id,
@@ -137,6 +141,8 @@ class Session:
             time.time_ns(),
             status,
         )
+        self.insight.describe(doc)
+        return doc
 
     def write(self, doc: RunDoc) -> None:
         write_run_json(self.sut_dir, doc)
@@ -231,6 +237,7 @@ class Session:
         self.target = sut.start(subscriber)
         for role, pid in sut.processes().items():
             self.sampler.watch(role, pid)
+        self.insight.attach(sut)
         if sut.components:
             ready = sut.wait_ready()
             self.echo(f"{opts.sut} ready after {ready['waited_s']:g} s: {_ready_text(ready)}")
@@ -247,6 +254,7 @@ class Session:
             return
         self.sut, self.lag = None, None
         self.outcome.sut_died = sut.dead()
+        self.insight.detach()
         if lag is not None:
             lag.stop()
         described = sut.describe()

@@ -7,9 +7,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from contract.argtypes import at_least_one, seconds, signed_milliseconds
+from contract.argtypes import at_least_one, positive_seconds, seconds, signed_milliseconds
+from contract.errors import EvbenchError
 from contract.layout import default_runs_dir
 from evbench.lab_args import lab_settings
+from evbench.profiles import pprof_target, profile_request
+from evbench.scrape import scrape_target
 from loadgen.settings import knobs_from_args
 
 # (flag, argparse keywords): the one place a session flag is spelled and explained.
@@ -47,6 +50,40 @@ _FLAGS: dict[str, dict[str, Any]] = {
         default=60.0,
         metavar="S",
         help="never wait for deliveries longer than this (default 60)",
+    ),
+    "--scrape": dict(
+        type=scrape_target,
+        action="append",
+        default=[],
+        metavar="[NAME=]URL",
+        help="a Prometheus text endpoint of the system to scrape during the run (repeatable), "
+        "e.g. dispatcher=http://10.0.0.7:8081/metrics; samples go to <sut>/samples/metrics/ and "
+        "the report plots them beside the steps. A lab system's own /metrics are scraped anyway",
+    ),
+    "--scrape-interval": dict(
+        type=positive_seconds,
+        default=1.0,
+        metavar="S",
+        help="seconds between scrapes of each endpoint, and the longest one scrape may take "
+        "(default 1)",
+    ),
+    "--profile": dict(
+        type=profile_request,
+        default=None,
+        metavar="STEP[:SECONDS]",
+        help="profile the lab's Python processes with py-spy during pace step STEP (a search: "
+        "probe STEP), for SECONDS or the whole step: flame graphs (SVG), speedscope files and "
+        "raw stacks in <sut>/profiles/step-STEP/, linked from the report",
+    ),
+    "--pprof": dict(
+        type=pprof_target,
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a Go service's pprof base (e.g. api=http://10.0.0.7:8008/debug/pprof) whose CPU "
+        "profile (URL/profile?seconds=N) is fetched during the --profile step and its heap "
+        "(URL/heap) at the step's end, stored as they come with the `go tool pprof` command "
+        "(repeatable)",
     ),
     "--no-analyze": dict(
         action="store_true",
@@ -92,4 +129,23 @@ def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "receiver_clock_shift_ms": args.receiver_clock_shift,
         "grace_s": args.grace,
         "grace_cap_s": args.grace_cap,
+        **insight_kwargs(args),
+    }
+
+
+def insight_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """What to scrape and profile (the flags a command has; memory has only the scrape)."""
+    scrape = tuple(getattr(args, "scrape", ()))
+    names = [target.name for target in scrape]
+    if dupes := sorted({name for name in names if names.count(name) > 1}):
+        raise EvbenchError(f"--scrape names {', '.join(dupes)} more than once: name each apart")
+    pprof = tuple(getattr(args, "pprof", ()))
+    profile = getattr(args, "profile", None)
+    if pprof and profile is None:
+        raise EvbenchError("--pprof needs --profile STEP[:SECONDS]: it says when to profile")
+    return {
+        "scrape": scrape,
+        "scrape_interval_s": getattr(args, "scrape_interval", 1.0),
+        "profile": profile,
+        "pprof": pprof,
     }

@@ -11,7 +11,7 @@ from contract.layout import default_runs_dir, next_run_id
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
-from evbench.session_args import add_flags, add_session_arguments
+from evbench.session_args import add_flags, add_session_arguments, insight_kwargs
 
 
 def _partitions(text: str) -> tuple[int, ...]:
@@ -113,7 +113,9 @@ def add(commands: Subcommands) -> None:
         help="with --kafka-bootstrap: keep the scenarios' own topics (evbench-<run>-<scenario>) "
         "instead of deleting them at each scenario's end",
     )
-    add_session_arguments(memory, only=("run_id", "runs_dir", "no_analyze"))
+    add_session_arguments(
+        memory, only=("run_id", "runs_dir", "no_analyze", "scrape", "scrape_interval")
+    )
     add_verbose_argument(memory)
     memory.set_defaults(main=main)
 
@@ -166,6 +168,7 @@ def main(args: argparse.Namespace) -> int:
         ),
         malloc_arena_max=args.malloc_arena_max,
         keep_topics=args.keep_topics,
+        **insight_kwargs(args),
     )
     root, failed = run_memory(options, echo)
     echo(f"-> {root}")

@@ -1,0 +1,219 @@
+"""Prometheus text endpoints scraped during a session (`--scrape NAME=URL`, and the lab's own
+/metrics), into samples/metrics/ on the run's time axis.
+
+Each endpoint has a thread of its own, so one that hangs or answers garbage costs only itself:
+every attempt is bounded by the interval (as Prometheus bounds scrape_timeout by the
+scrape_interval), a late tick is skipped rather than queued, and nothing here ever waits on the
+run. Bodies are parsed by the Prometheus client library's parser, never by hand; each attempt
+also adds the scraper's own `up` and `scrape_duration_seconds` rows, as Prometheus does, so a
+dead endpoint is visible on the same axis as the system's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from contract.argtypes import named_url
+from contract.errors import EvbenchError
+from contract.insight import SCRAPE_DURATION_METRIC, UP_METRIC, ScrapeDoc
+from contract.layout import safe_component
+from contract.parquet import PartWriter
+from contract.records import METRIC_SAMPLE_FIELDS, MetricSampleRow
+
+Origin = Literal["user", "lab", "instrument"]
+_FLUSH_EVERY = 10  # scrapes between part files: a crash loses at most this many seconds
+_LONGEST_ERROR = 200  # characters of an error kept in run.json
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    name: str  # names its rows' `endpoint` and its part files
+    url: str
+    origin: Origin = "user"
+
+
+def scrape_target(text: str) -> ScrapeTarget:
+    """`--scrape [NAME=]URL`: without a name, the endpoint is named after its host and port."""
+    name, url = named_url(text)
+    if name is None:
+        where = urllib.parse.urlsplit(url)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{where.hostname}-{where.port or where.scheme}")
+    try:
+        return ScrapeTarget(safe_component("scrape name", name), url)
+    except EvbenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def canonical_labels(labels: dict[str, str]) -> str:
+    """`{a="x",b="y"}`, sorted, values escaped as the text format escapes them; "" for none."""
+    if not labels:
+        return ""
+    pairs = (f'{key}="{_escape(value)}"' for key, value in sorted(labels.items()))
+    return "{" + ",".join(pairs) + "}"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def parse_exposition(text: str, endpoint: str, t_ns: int) -> list[MetricSampleRow]:
+    """Every sample of a Prometheus text exposition as a row; ValueError when the parser
+    refuses the body (then none of it is kept: a half-read scrape would look like a drop)."""
+    families = list(text_string_to_metric_families(text))
+    # `# TYPE foo counter` followed by `foo_total` reads as an empty typed family and an
+    # untyped one: the sample keeps the type its TYPE line declared.
+    declared = {family.name: family.type for family in families if not family.samples}
+    rows = []
+    for family in families:
+        kind = family.type
+        if kind == "unknown" and family.name.endswith("_total"):
+            kind = declared.get(family.name.removesuffix("_total"), kind)
+        for sample in family.samples:
+            labels = canonical_labels(sample.labels)
+            rows.append(MetricSampleRow(t_ns, endpoint, sample.name, kind, labels, sample.value))
+    return rows
+
+
+def scraper_rows(endpoint: str, t_ns: int, up: bool, duration_s: float) -> list[MetricSampleRow]:
+    """The scraper's own rows for one attempt."""
+    return [
+        MetricSampleRow(t_ns, endpoint, UP_METRIC, "gauge", "", 1.0 if up else 0.0),
+        MetricSampleRow(t_ns, endpoint, SCRAPE_DURATION_METRIC, "gauge", "", duration_s),
+    ]
+
+
+class _Endpoint:
+    """One endpoint's thread: scrape, parse, write, count."""
+
+    def __init__(self, target: ScrapeTarget, out: Path, interval_s: float) -> None:
+        self.target = target
+        self.interval_s = interval_s
+        self.writer = PartWriter(out, METRIC_SAMPLE_FIELDS, prefix=f"metrics-{target.name}")
+        self.doc = ScrapeDoc(
+            name=target.name,
+            url=target.url,
+            interval_s=interval_s,
+            origin=target.origin,
+            scrapes=0,
+            failures=0,
+            samples=0,
+            slowest_s=0.0,
+            first_error=None,
+            last_error=None,
+        )
+        self._stop = threading.Event()
+        self._stopped = False  # set under the lock once stopped: a late attempt is dropped
+        self._lock = threading.Lock()  # the writer, between this thread and stop()
+        self._thread = threading.Thread(target=self._run, name=f"scrape-{target.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        # An attempt in flight ends within its timeout; whatever it finds after this is dropped.
+        self._thread.join(timeout=self.interval_s + 1)
+        with self._lock:
+            self.writer.flush()
+            self._stopped = True
+
+    def _run(self) -> None:
+        next_tick = time.monotonic()
+        with httpx.Client(timeout=self.interval_s, follow_redirects=True) as client:
+            while not self._stop.is_set():
+                self._once(client)
+                if self.doc["scrapes"] % _FLUSH_EVERY == 0:
+                    with self._lock:
+                        self.writer.flush()
+                # Ticks missed by a slow attempt are skipped, not made up in a burst.
+                next_tick += self.interval_s
+                now = time.monotonic()
+                if next_tick < now:
+                    next_tick = now + self.interval_s - (now - next_tick) % self.interval_s
+                self._stop.wait(next_tick - now)
+
+    def _once(self, client: httpx.Client) -> None:
+        t_ns, began = time.time_ns(), time.monotonic()
+        try:
+            answer = client.get(self.target.url)
+            answer.raise_for_status()
+            rows = parse_exposition(answer.text, self.target.name, t_ns)
+            error = None
+        except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
+            rows, error = [], _describe(exc)
+        took_s = time.monotonic() - began
+        with self._lock:
+            if self._stopped:
+                return
+            for row in [*rows, *scraper_rows(self.target.name, t_ns, error is None, took_s)]:
+                self.writer.append(row)
+            self._count(len(rows), took_s, error)
+
+    def _count(self, samples: int, took_s: float, error: str | None) -> None:
+        doc = self.doc
+        doc["scrapes"] += 1
+        doc["samples"] += samples
+        doc["slowest_s"] = round(max(doc["slowest_s"], took_s), 6)
+        if error is not None:
+            doc["failures"] += 1
+            doc["last_error"] = error
+            doc["first_error"] = doc["first_error"] or error
+
+
+def _describe(exc: Exception) -> str:
+    """An attempt's failure in one line: what kind, and what was said."""
+    if isinstance(exc, httpx.TimeoutException):
+        text = f"no answer within the interval ({type(exc).__name__})"
+    elif isinstance(exc, httpx.HTTPStatusError):
+        text = f"HTTP {exc.response.status_code}"
+    elif isinstance(exc, httpx.HTTPError):
+        text = f"{type(exc).__name__}: {exc}"
+    else:
+        text = f"not Prometheus text: {exc}"
+    return text if len(text) <= _LONGEST_ERROR else text[: _LONGEST_ERROR - 1] + "…"
+
+
+class Scraper:
+    """The session's endpoints; each started when added and stopped when removed (a lab
+    system's when the system stops), and described for run.json whatever happened."""
+
+    def __init__(self, out: Path, interval_s: float = 1.0) -> None:
+        self.out = out
+        self.interval_s = interval_s
+        self._live: dict[str, _Endpoint] = {}
+        self._done: list[ScrapeDoc] = []
+
+    def add(self, target: ScrapeTarget) -> None:
+        if target.name in self._live:  # a restarted system's component: a new address
+            self.remove(target.name)
+        endpoint = _Endpoint(target, self.out, self.interval_s)
+        self._live[target.name] = endpoint
+        endpoint.start()
+
+    def remove(self, name: str) -> None:
+        endpoint = self._live.pop(name, None)
+        if endpoint is not None:
+            endpoint.stop()
+            self._done.append(endpoint.doc)
+
+    def remove_origin(self, origin: Origin) -> None:
+        for name in [n for n, e in self._live.items() if e.target.origin == origin]:
+            self.remove(name)
+
+    def stop(self) -> None:
+        for name in list(self._live):
+            self.remove(name)
+
+    def docs(self) -> list[ScrapeDoc]:
+        """Every endpoint's account so far (live ones as of now)."""
+        return [*self._done, *(e.doc for e in self._live.values())]
