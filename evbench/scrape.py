@@ -47,7 +47,8 @@ def scrape_target(text: str) -> ScrapeTarget:
     name, url = named_url(text)
     if name is None:
         where = urllib.parse.urlsplit(url)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{where.hostname}-{where.port or where.scheme}")
+        spelled = f"{where.hostname}-{where.port or where.scheme}"
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", spelled).strip("-._")
     try:
         return ScrapeTarget(safe_component("scrape name", name), url)
     except EvbenchError as exc:
