@@ -31,6 +31,9 @@ th { background: #f3f3f3; } td.text { text-align: left; min-width: 28rem; }
 .grid > * { min-width: 0; }
 .plotly-graph-div { width: 100%; max-width: 100%; }
 .note { color: #555; font-size: 0.85rem; max-width: 60rem; }
+td.left { text-align: left; overflow-wrap: anywhere; }
+.scrape-failed { background: #fde7e7; } .profile-failed { color: #b00020; }
+.profile { margin: 0.5rem 0 1.5rem; } img.flame { max-width: 100%; border: 1px solid #ccc; }
 """
 
 # Plotly's `responsive` follows the window's size only. A plot drawn while the page is still

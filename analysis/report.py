@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from analysis.figures import (
     sender_health,
     six_series,
 )
+from analysis.insight_html import system_sections
 from analysis.memory import (
     PLATEAU_S,
     RETURN_SLACK_BYTES,
@@ -211,7 +213,10 @@ def _search_html(summary: SummaryDoc) -> str:
     )
 
 
-def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
+def write_report(
+    sut_dir: Path, runs_root: Path | None = None, plot_metrics: Sequence[str] = ()
+) -> Path:
+    """One system's report; `plot_metrics` chooses its scraped series (analysis.insight)."""
     layout = SutDir(sut_dir)
     analysis_dir = layout.analysis
     summary, metrics, cumulative, points = _load(layout)
@@ -242,6 +247,7 @@ def write_report(sut_dir: Path, runs_root: Path | None = None) -> Path:
         + figure_html(sender_health(summary["steps"], "Sender health"), "sender-health")
         + _search_html(summary)
         + _resources_html(sut_dir)
+        + system_sections(layout, summary, metrics, plot_metrics)
         + "<h2>Thresholds</h2><pre>"
         + html.escape(json.dumps(summary["thresholds"], indent=2))
         + "</pre>"
