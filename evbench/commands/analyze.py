@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,8 +71,24 @@ def add(commands: Subcommands) -> None:
         "start and end: auto (default) where the clocks measurably disagree, on wherever "
         "measured, off never; the summary says what was done and within what bound",
     )
+    add_plot_metric_argument(analyze)
     add_verbose_argument(analyze)
     analyze.set_defaults(main=main)
+
+
+def add_plot_metric_argument(parser: argparse.ArgumentParser) -> None:
+    """--plot-metric: which scraped Prometheus series the report plots (analyze, and run, which
+    analyses at its end)."""
+    parser.add_argument(
+        "--plot-metric",
+        action="append",
+        default=[],
+        metavar="NAME",
+        dest="plot_metrics",
+        help="plot this scraped metric in the report's System metrics (a family or sample "
+        "name, exactly, or a glob such as 'kafka_consumer_*'; repeatable). Default: the "
+        "families named like consumed, dispatched, queue, lag or gc",
+    )
 
 
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +112,7 @@ def main(args: argparse.Namespace) -> int:
         args.clock_correction,
         args.spark_remote,
         args.verbose,
+        args.plot_metrics,
     )
 
 
@@ -107,9 +125,11 @@ def analyze_path(
     clock_correction: str = "auto",
     remote: str | None = None,
     verbose: bool = False,
+    plot_metrics: Sequence[str] = (),
 ) -> int:
     """Exit code: 0, or 1 when an instrument of any analysed system failed. Spark's start-up
-    messages print only when `verbose`."""
+    messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
+    plot (analysis.insight)."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
     from analysis.job import AnalyzeOptions, analyze, inputs_for
     from analysis.memory_job import is_memory_run
@@ -140,7 +160,7 @@ def analyze_path(
     finally:
         spark.stop()
     for checked in inputs:
-        echo(f"  -> {write_report(checked.path)}")
+        echo(f"  -> {write_report(checked.path, plot_metrics=plot_metrics)}")
     run_dir = inputs[0].path.parent
     analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
     echo(f"  -> {write_index(run_dir, analysed)}")

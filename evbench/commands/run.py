@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import add_verbose_argument, analyze_path
+from evbench.commands.analyze import add_plot_metric_argument, add_verbose_argument, analyze_path
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
 from loadgen.pace import resolve_pace
@@ -34,6 +34,7 @@ def add(commands: Subcommands) -> None:
     add_knob_arguments(run)
     add_session_arguments(run)
     add_verbose_argument(run)
+    add_plot_metric_argument(run)
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
     run.set_defaults(main=main)
 
@@ -69,5 +70,9 @@ def main(args: argparse.Namespace) -> int:
         # One analysis of the whole run directory: one Spark chain, one index.html.
         target = outcomes[0].sut_dir.root
         where = target if single else target.parent
-        codes.append(analyze_path(where, "local[*]", 0.0, verbose=args.verbose))
+        codes.append(
+            analyze_path(
+                where, "local[*]", 0.0, verbose=args.verbose, plot_metrics=args.plot_metrics
+            )
+        )
     return max(codes)
