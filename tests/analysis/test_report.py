@@ -16,47 +16,16 @@ from analysis.report import (
     write_report,
 )
 from contract.errors import EvbenchError
-from contract.parquet import PartWriter
-from contract.records import (
-    CONSUMER_LAG_FIELDS,
-    PROCESS_SAMPLE_FIELDS,
-    ConsumerLagRow,
-    ProcessSampleRow,
-)
-from tests.analysis.crafted import T0, craft
+from tests.analysis.crafted import craft
 from tests.browser import console_errors, drawn, evaluate, render
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def reports(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    sut, _ = craft(root)
-    _sample_processes_and_lag(sut)
-    analyze(spark, [sut], AnalyzeOptions())
+def reports(analysed_run):
+    root, sut = analysed_run
     return root, write_report(sut), write_index(sut.parent, [sut])
-
-
-def _sample_processes_and_lag(sut):
-    """What a Kafka SUT's run samples: three processes every second, lag of 4 partitions."""
-    processes = PartWriter(sut / "samples", PROCESS_SAMPLE_FIELDS, prefix="processes")
-    lag = PartWriter(sut / "samples" / "consumer-lag", CONSUMER_LAG_FIELDS, prefix="lag")
-    for second in range(30):
-        t_ns = T0 + second * 1_000_000_000
-        for pid, role in enumerate(("sender", "receiver", "dispatcher"), start=100):
-            processes.append(
-                ProcessSampleRow(t_ns, role, pid, (100 + second) * 1_000_000, 10.0 * pid / 100)
-            )
-        if second % 5 == 0:
-            for partition in range(4):
-                lag.append(
-                    ConsumerLagRow(
-                        t_ns, "g", "t", partition, 100 * second, 90 * second, 10 * second
-                    )
-                )
-    processes.flush()
-    lag.flush()
 
 
 def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
@@ -69,6 +38,8 @@ def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
     assert dom.count('class="main-svg"') >= 4
     assert "consumer lag" in dom and "dispatcher" in dom
     assert "breaks at 400/s" in dom and "max sustainable 200/s" in dom
+    # the run scraped and profiled nothing: no empty sections for it
+    assert "System metrics" not in dom and "<h2>Profiles</h2>" not in dom
     # offline: one shared plotly.js under runs/, referenced relatively
     assert len(list(root.glob("plotly-*.min.js"))) == 1
     sources = re.findall(r"<script[^>]*\ssrc=['\"]([^'\"]+)", report.read_text())
