@@ -284,3 +284,15 @@ def test_samples_are_read_from_every_part_and_a_damaged_one_is_named(tmp_path):
     (directory / "metrics-x-000000.parquet").write_bytes(b"PAR1 cut short")
     with pytest.raises(RecordFileError, match=r"metrics-x-000000\.parquet"):
         read_samples(directory)
+
+
+def test_plot_metric_is_taken_by_analyze_and_by_run():
+    from evbench.cli import build_parser
+
+    parser = build_parser()
+    analyze = parser.parse_args(["analyze", "runs/x", "--plot-metric", "a", "--plot-metric", "b*"])
+    assert analyze.plot_metrics == ["a", "b*"]
+    assert parser.parse_args(["run", "--plot-metric", "queue_depth"]).plot_metrics == [
+        "queue_depth"
+    ]
+    assert parser.parse_args(["run"]).plot_metrics == []
