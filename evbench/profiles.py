@@ -190,7 +190,9 @@ class Profiler:
         svg = raw.with_name(f"{doc['target']}.svg")
         svg.write_text(flamegraph.flamegraph_svg(stacks, title), encoding="utf-8")
         speedscope = raw.with_name(f"{doc['target']}.speedscope.json")
-        speedscope.write_text(json.dumps(flamegraph.speedscope_json(stacks, title)), encoding="utf-8")
+        speedscope.write_text(
+            json.dumps(flamegraph.speedscope_json(stacks, title)), encoding="utf-8"
+        )
         doc["samples"] = flamegraph.total_samples(stacks)
         doc["files"] = [self._relative(p) for p in (svg, speedscope, raw)]
 
