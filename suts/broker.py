@@ -16,6 +16,8 @@ from suts.serving import Component, Deliverer
 
 
 class BrokerIngress(Component):
+    kind = "broker-ingress"
+
     def __init__(self, channel: str, concurrency: int, timeout_s: float) -> None:
         super().__init__()
         self.channel = channel
@@ -40,6 +42,8 @@ class BrokerIngress(Component):
 
 
 class TriggerFilter(Component):
+    kind = "trigger-filter"
+
     def __init__(
         self,
         subscriber: str,

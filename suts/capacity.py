@@ -19,6 +19,8 @@ _FORWARDED_HEADERS = ("content-type",)
 
 
 class CapacityHop(Component):
+    kind = "capacity"
+
     def __init__(
         self,
         subscriber: str,
@@ -53,6 +55,9 @@ class CapacityHop(Component):
 
     def stats_doc(self) -> dict[str, int]:
         return {**self.stats, "queued": self.queue.qsize()}
+
+    def gauges(self) -> dict[str, float]:
+        return {"queue_depth_events": self.queue.qsize(), "queue_limit_events": self.queue_limit}
 
     async def _accept(self, request: web.Request) -> web.Response:
         body, refused = await self.read_event(request)

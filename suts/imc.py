@@ -18,6 +18,8 @@ from suts.serving import Component, Deliverer, drain
 
 
 class InMemoryChannel(Component):
+    kind = "imc-channel"
+
     def __init__(
         self,
         subscribers: list[str],
@@ -48,6 +50,9 @@ class InMemoryChannel(Component):
 
     def stats_doc(self) -> dict[str, int]:
         return {**self.stats, "queued": self.queue.qsize()}
+
+    def gauges(self) -> dict[str, float]:
+        return {"queue_depth_events": self.queue.qsize(), "queue_limit_events": self.queue_limit}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/", self.ingress)

@@ -10,6 +10,8 @@ event loop, delivered with bounded concurrency, and their offsets committed only
 undelivered one, every `--commit-interval`. `--max-pending` bounds records taken but not yet
 delivered, so a slow subscriber slows consumption instead of filling memory (the backlog stays in
 Kafka, where the consumer-lag sampler sees it). `/ready` answers 200 once partitions are assigned.
+`/metrics` reports the records taken per partition as eventing-kafka's dispatcher does
+(`eventing_kafka_consumed_msg_count`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 
 from aiohttp import web
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from prometheus_client.metrics_core import Metric
 
 from contract.lines import Assigned
 from suts.cloudevents import (
@@ -29,6 +32,7 @@ from suts.cloudevents import (
     matches,
     source_event_headers,
 )
+from suts.metrics import consumed_family, librdkafka_consumer_name
 from suts.offsets import OffsetBook
 from suts.serving import Component, Deliverer, emit
 
@@ -36,6 +40,8 @@ _BATCH = 500
 
 
 class KafkaDispatcher(Component):
+    kind = "kafka-dispatcher"
+
     def __init__(
         self,
         topic: str,
@@ -61,6 +67,7 @@ class KafkaDispatcher(Component):
         self.commit_interval_s = commit_interval_s
         self.book = OffsetBook()
         self.assigned: set[int] = set()
+        self.consumed: dict[int, int] = {}  # partition -> records taken, on the loop
         self.assigned_after_s: float | None = None
         self._commits: dict[int, int] = {}  # handed from the loop to the poll thread
         self._commits_lock = threading.Lock()
@@ -75,6 +82,16 @@ class KafkaDispatcher(Component):
 
     def stats_doc(self) -> dict[str, int]:
         return {**self.stats, "in_flight": len(self._tasks), "partitions": len(self.assigned)}
+
+    def gauges(self) -> dict[str, float]:
+        return {"in_flight_events": len(self._tasks), "assigned_partitions": len(self.assigned)}
+
+    def metric_families(self) -> list[Metric]:
+        # Copied at once: the poll thread's rebalance callbacks change it while the scrape reads.
+        assigned = set(self.assigned)
+        name = librdkafka_consumer_name(self.consumer_config)
+        consumed = consumed_family(self.topic, name, self.consumed, assigned)
+        return [*super().metric_families(), consumed]
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -145,7 +162,9 @@ class KafkaDispatcher(Component):
     # event loop
     def _dispatch_all(self, records: list) -> None:
         for record in records:
-            self.book.taken(record.partition(), record.offset())
+            partition = record.partition()
+            self.book.taken(partition, record.offset())
+            self.consumed[partition] = self.consumed.get(partition, 0) + 1
             task = asyncio.ensure_future(self._dispatch(record))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -19,6 +19,8 @@ from suts.serving import Component
 
 
 class KafkaIngress(Component):
+    kind = "kafka-ingress"
+
     def __init__(self, topic: str, producer_config: dict[str, str]) -> None:
         super().__init__()
         self.topic = topic

@@ -1,8 +1,9 @@
 """What every lab process shares: an aiohttp server on uvloop, JSON-line reports, delivery.
 
 Each process prints `{"event": "listening", "port": N}` on stdout once bound (port 0 picks a free
-one), serves `/healthz`, `/ready` and `/stats`, and on SIGTERM stops accepting, lets work in
-hand finish for a moment, and prints `{"event": "stopped", "stats": {...}}`.
+one), serves `/healthz`, `/ready`, `/stats` and `/metrics` (Prometheus text, suts/metrics.py), and
+on SIGTERM stops accepting, lets work in hand finish for a moment, and prints
+`{"event": "stopped", "stats": {...}}`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,23 @@ import signal
 import sys
 import time
 from collections import Counter
+from typing import ClassVar
 
 import aiohttp
 import uvloop
 from aiohttp import web
+from prometheus_client.metrics_core import Metric
 
 from contract.lines import ComponentLine, ComponentStopped, Listening
 from suts.cloudevents import http_attributes
+from suts.metrics import (
+    DELIVERY_COUNTERS,
+    GC_CLOCK,
+    component_registry,
+    counter_families,
+    exposition,
+    gauge_families,
+)
 
 STOP_GRACE_S = 2.0
 
@@ -32,6 +43,8 @@ def emit(line: ComponentLine) -> None:
 
 class Component:
     """Base of a lab process: counters, readiness, and the HTTP routes they are read from."""
+
+    kind: ClassVar[str]  # as `python -m suts <kind>` names it; the `hop` label of its metrics
 
     def __init__(self) -> None:
         self.stats: Counter[str] = Counter()
@@ -45,6 +58,14 @@ class Component:
 
     def stats_doc(self) -> dict[str, int]:
         return dict(self.stats)
+
+    def gauges(self) -> dict[str, float]:
+        """Levels (a queue's depth, say) that /metrics reports as `evbench_lab_<name>{hop}`."""
+        return {}
+
+    def metric_families(self) -> list[Metric]:
+        """What /metrics reads of the component when scraped: its counters and gauges."""
+        return [*counter_families(self.kind, self.stats), *gauge_families(self.kind, self.gauges())]
 
     async def start(self) -> None:
         """Open clients, start background work (called inside the running loop)."""
@@ -70,6 +91,8 @@ class Component:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/ready", self._ready)
         app.router.add_get("/stats", self._stats)
+        self.registry = component_registry(self.metric_families)
+        app.router.add_get("/metrics", self._metrics)
         self.routes(app)
         return app
 
@@ -79,12 +102,19 @@ class Component:
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats_doc())
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        # On the loop, not a thread: the families read counters the loop writes, and building
+        # them takes about a millisecond once a scrape interval.
+        body, content_type = exposition(self.registry, request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
     async def _ready(self, request: web.Request) -> web.Response:
         status = 200 if self.is_ready() else 503
         return web.json_response({"ready": status == 200, **self.ready_doc()}, status=status)
 
 
 def serve(component: Component, host: str, port: int) -> int:
+    GC_CLOCK.install()  # here, not on import: only a serving process pays for timing its GC
     uvloop.install()
     return asyncio.run(_serve(component, host, port))
 
@@ -129,6 +159,9 @@ class Deliverer:
         self.backoff_s = backoff_ms / 1000
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.stats = stats
+        # Present at 0 from the start, so /stats and /metrics show a hop that has delivered
+        # nothing yet as 0 rather than leave it out.
+        stats.update(dict.fromkeys(DELIVERY_COUNTERS, 0))
         self.session: aiohttp.ClientSession | None = None
         self.slots = asyncio.Semaphore(concurrency)
 
