@@ -4,6 +4,7 @@
     target = sut.start(subscriber_url)   # fresh processes; the URL (or kafka://) to send to
     ready = sut.wait_ready()             # e.g. consumer-group assignment, with its wait
     sut.processes()                      # role -> pid, for the resource sampler
+    sut.metrics_endpoints()              # role -> its /metrics URL, for the scraper
     sut.stop()                           # by pid; returns each component's final counters
     sut.describe()                       # settings that change results, into run.json
 
@@ -148,6 +149,12 @@ class Sut:
         if self.broker is not None and self.broker.pid is not None:
             pids["kafka"] = self.broker.pid
         return pids
+
+    def metrics_endpoints(self) -> dict[str, str]:
+        """Role -> the URL of its Prometheus /metrics (suts/metrics.py), for every component
+        started; {} for a system of none (direct, or the user's own, whose endpoints the user
+        names)."""
+        return {role: part.url + "metrics" for role, part in self.components.items() if part.url}
 
     def dead(self) -> list[str]:
         """Components that exited while they should be running."""

@@ -78,3 +78,36 @@ def test_a_failed_start_stops_once_and_keeps_the_final_reports(tmp_path):
         sut.start("http://127.0.0.1:9/")
     assert sut.final_stats == {"part": {"handled": 7}}
     assert sut.stop() == {"part": {"handled": 7}}  # the runner's teardown stops it again
+
+
+@pytest.mark.parametrize(
+    ("name", "lab"),
+    [
+        ("direct", LabSettings()),
+        ("external", LabSettings(ingress="http://127.0.0.1:1/")),
+        ("external", LabSettings(kafka_bootstrap="k:9092", topic="t")),
+    ],
+)
+def test_a_system_of_no_lab_processes_has_no_metrics_to_scrape(tmp_path, name, lab):
+    sut = make_sut(name, lab, tmp_path, "r1")
+    sut.start("http://127.0.0.1:1/")
+    assert sut.metrics_endpoints() == {}  # the user names their own system's endpoints
+
+
+@pytest.mark.parametrize(
+    ("urls", "endpoints"),
+    [
+        ({}, {}),
+        ({"channel": "http://127.0.0.1:4001/"}, {"channel": "http://127.0.0.1:4001/metrics"}),
+        (
+            {"filter": "http://h:1/", "ingress": "http://h:2/"},
+            {"filter": "http://h:1/metrics", "ingress": "http://h:2/metrics"},
+        ),
+        ({"dispatcher": "http://h:1/", "ingress": ""}, {"dispatcher": "http://h:1/metrics"}),
+    ],
+)
+def test_metrics_endpoints_are_each_listening_components_url(tmp_path, urls, endpoints):
+    sut = make_sut("broker-imc", LabSettings(), tmp_path, "r1")
+    # Not started: the URLs are what _component records once each one listens ("" before).
+    sut.components = {role: Started(None, url) for role, url in urls.items()}  # no child needed
+    assert sut.metrics_endpoints() == endpoints
