@@ -7,8 +7,10 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -25,8 +27,9 @@ from evbench.options import RunOptions, RunOutcome
 from evbench.runner import run, run_matrix
 from loadgen.pace import resolve_pace
 from loadgen.settings import SendKnobs
-from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings
+from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings, Sut, driver_for
 from tests.conftest import wait_until
+from tests.suts.test_metrics import parse
 
 pytestmark = pytest.mark.e2e
 
@@ -53,10 +56,64 @@ def _records(outcome: RunOutcome) -> tuple[list[dict], list[dict]]:
     return sent, received
 
 
+def _scraped_at_stop(scraped: dict[str, str]) -> Callable[..., Sut]:
+    """make_sut's systems, each component's /metrics read as the run stops it: after the wait
+    for stragglers, so every event has gone through."""
+
+    def make(name: str, settings: LabSettings, logs: Path, run_id: str, host: str) -> Sut:
+        class ScrapedAtStop(driver_for(name)):
+            def stop(self) -> dict[str, dict[str, int]]:
+                if not self._stopped:
+                    for role, url in self.metrics_endpoints().items():
+                        scraped[role] = httpx.get(url, timeout=5).text
+                return super().stop()
+
+        return ScrapedAtStop(settings, logs, run_id, host)
+
+    return make
+
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]  # name -> (labels, value) of each
+
+
+def _samples(text: str) -> Samples:
+    by_name: Samples = {}
+    for (name, labels), value in parse(text)[1].items():
+        by_name.setdefault(name, []).append((dict(labels), value))
+    return by_name
+
+
+def _only(got: Samples, name: str) -> float:
+    ((_, value),) = got[name]  # one sample: the component's own
+    return value
+
+
+def _check_lab_metrics(scraped: dict[str, str], events: int, partitions: int) -> None:
+    """What each component's /metrics says went through it: every event, once."""
+    for role, text in scraped.items():
+        got = _samples(text)
+        for gc_family in ("python_gc_collections_total", "python_gc_duration_seconds_total"):
+            assert {labels["generation"] for labels, _ in got[gc_family]} == {"0", "1", "2"}
+        (hop,) = {labels["hop"] for seen in got.values() for labels, _ in seen if "hop" in labels}
+        if hop == "kafka-ingress":  # produces to the topic, delivers to no one
+            assert _only(got, "evbench_lab_accepted_total") == events, role
+            continue
+        assert _only(got, "evbench_lab_deliveries_total") == events, role
+        assert _only(got, "evbench_lab_delivery_failures_total") == 0, role
+        if hop == "imc-channel":
+            assert _only(got, "evbench_lab_queue_depth_events") == 0
+        if hop == "kafka-dispatcher":
+            consumed = got["eventing_kafka_consumed_msg_count"]
+            assert len(consumed) == partitions  # each assigned one, 0 or not
+            assert sum(count for _, count in consumed) == events
+
+
 @pytest.mark.parametrize("sut", LOCAL_SUTS)
 def test_every_event_arrives_exactly_once(tmp_path, sut):
     lines: list[str] = []
-    outcome = run(_opts(tmp_path, sut=sut), lines.append, live=False)
+    scraped: dict[str, str] = {}
+    make = _scraped_at_stop(scraped)
+    outcome = run(_opts(tmp_path, sut=sut), lines.append, live=False, make=make)
     assert outcome.status == "completed", "\n".join(lines)
     sent, received = _records(outcome)
     assert len(sent) == 150 and all(r["status"] in (200, 202) for r in sent)
@@ -74,6 +131,9 @@ def test_every_event_arrives_exactly_once(tmp_path, sut):
         assert "kafka" in {s["process"] for s in samples}
     if sut == "source-kafka":  # the adapter rewrote ce-id; the id came from the payload
         assert all(r["ce_id"].startswith("partition:") for r in received)
+    # each component's own /metrics counted them too (direct has none)
+    assert set(scraped) == set(outcome.sut["components"])
+    _check_lab_metrics(scraped, events=150, partitions=8)
 
 
 @pytest.fixture(scope="module")
