@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m receivers",
         description="Timestamping CloudEvents receiver: stamps each request on arrival, "
-        "answers 202, and writes one Parquet row per delivery.",
+        "answers 202, and writes one Parquet row per delivery. The same port serves GET /stats "
+        "(JSON), /metrics (the same counters for Prometheus), /clock and /healthz.",
     )
     add_arguments(parser)
     return run(parser.parse_args(argv))

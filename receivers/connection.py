@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_USAGE = b"POST events to any path; GET /healthz, /stats, /clock, /records\n"
+_USAGE = b"POST events to any path; GET /healthz, /stats, /metrics, /clock, /records\n"
 _CLOSE_GRACE_S = 2.0
 
 # Request headers the receiver keeps, mapped to connection attributes.
@@ -271,6 +271,9 @@ class Connection(asyncio.Protocol):
         elif method in (b"GET", b"HEAD") and path == b"/stats":
             body = json.dumps(receiver.stats_now()).encode()
             self._respond(_response("200 OK", body, b"application/json", head=head))
+        elif method in (b"GET", b"HEAD") and path == b"/metrics":
+            body, content_type = receiver.metrics_text()
+            self._respond(_response("200 OK", body, content_type, head=head))
         else:
             receiver.stats.not_found += 1
             self._respond(_response("404 Not Found", _USAGE, head=head))

@@ -24,6 +24,7 @@ from contract.records import RECEIVED_FIELDS
 from receivers.connection import Connection
 from receivers.identify import identify
 from receivers.limits import Limits
+from receivers.metrics import ReceiverMetrics
 
 _SWEEP_INTERVAL_S = 0.5
 
@@ -117,6 +118,14 @@ class Receiver:
         self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Future[object] | None = None
         self._writing_rows: list[Row] = []  # what the write in flight holds, if it fails
+        # Made now, not at the first scrape: loading the Prometheus client then would hold up
+        # the loop, and so the stamps of the events arriving meanwhile, mid-run.
+        self._metrics = ReceiverMetrics(self)
+
+    def metrics_text(self) -> tuple[bytes, bytes]:
+        """GET /metrics: the counters in Prometheus' text format, and its content type
+        (receivers.metrics)."""
+        return self._metrics.exposition()
 
     def stats_now(self) -> ReceiverStats:
         """GET /stats: the counters, and the level of event bytes being received now."""

@@ -13,7 +13,9 @@ def add(commands: Subcommands) -> None:
     receive = commands.add_parser(
         "receive",
         help="run a standalone timestamping receiver until Ctrl-C",
-        description="Stamp each CloudEvent on arrival, answer 202, write received/*.parquet.",
+        description="Stamp each CloudEvent on arrival, answer 202, write received/*.parquet. "
+        "The same port serves GET /stats (JSON), /metrics (the same counters for Prometheus), "
+        "/clock and /healthz.",
     )
     add_arguments(receive)
     receive.set_defaults(main=main)
