@@ -84,20 +84,24 @@ SpeedscopeFile = TypedDict(
 
 def parse_collapsed(text: str) -> dict[tuple[str, ...], int]:
     """Stacks (frames root-first) to sample counts; a stack on several lines adds up; blank
-    lines are skipped. A line without frames or whose last token is not a non-negative
-    integer raises ValueError naming its number and (shortened) text."""
+    lines are skipped; a bare count is a sample without frames. A line whose last token is
+    not a non-negative integer raises ValueError naming its number and (shortened) text."""
     stacks: dict[tuple[str, ...], int] = {}
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.strip()
         if not line:
             continue
         parts = line.rsplit(None, 1)
-        if len(parts) != 2 or not _COUNT.fullmatch(parts[1]):
+        if len(parts) == 1 and _COUNT.fullmatch(parts[0]):
+            # py-spy writes a sample it caught between frames (--nonblocking) with no frames:
+            # it counts toward the whole, as flamegraph.pl counts it under "all".
+            parts = ["", parts[0]]
+        elif len(parts) != 2 or not _COUNT.fullmatch(parts[1]):
             raise ValueError(
                 f"collapsed stacks, line {number}: expected 'frame;frame;... count' with a "
                 f"non-negative integer count, got {_shorten(line)!r}"
             )
-        stack = tuple(parts[0].split(";"))
+        stack = tuple(parts[0].split(";")) if parts[0] else ()
         stacks[stack] = stacks.get(stack, 0) + int(parts[1])
     return stacks
 

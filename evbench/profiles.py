@@ -179,7 +179,11 @@ class Profiler:
         if code != 0 or not raw.is_file():
             doc["error"] = f"py-spy exited with {code}: {spy.tail(3)}"
         else:
-            self._render(doc, raw)
+            try:
+                self._render(doc, raw)
+            except (ValueError, OSError) as exc:  # the raw stacks stay, named, for a look
+                doc["files"] = [self._relative(raw)]
+                doc["error"] = f"py-spy's stacks could not be drawn: {exc}"
         doc["wall_s"] = round(time.monotonic() - began, 3)
         self._add(doc)
 
