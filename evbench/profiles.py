@@ -148,7 +148,13 @@ class Profiler:
         folder.mkdir(parents=True, exist_ok=True)
         targets = [f"{role} (py-spy)" for role in self.lab_pids()]
         targets += [f"{t.name} (pprof)" for t in self.pprof]
-        self.echo(f"profiling step {step} for {seconds} s: {', '.join(targets) or 'nothing'}")
+        if not targets:
+            self.echo(
+                f"step {step}: nothing to profile (the system has no lab processes here; "
+                "--pprof NAME=URL profiles a Go service of yours)"
+            )
+            return
+        self.echo(f"profiling step {step} for {seconds} s: {', '.join(targets)}")
         for role, pid in self.lab_pids().items():
             self._spawn(self._py_spy, step, role, pid, seconds)
         for target in self.pprof:
@@ -260,6 +266,9 @@ class Profiler:
         """The run is over: nothing new begins, every py-spy still sampling is stopped by pid
         (what it sampled so far is kept), and the threads are given a moment to write."""
         self._stopping.set()
+        if self.request is not None and not self._threads:
+            step = self.request.step
+            self.echo(f"--profile {step}: the session ended before step {step}; nothing profiled")
         with self._lock:
             spies = list(self._spies)
         for spy in spies:
