@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import uvloop
 
@@ -27,6 +27,7 @@ from contract.lines import (
     SenderStart,
     SenderSummary,
 )
+from contract.metricslines import MetricsLine
 from contract.parquet import PartWriter
 from contract.procs import raise_fd_limit
 from contract.records import SENT_FIELDS
@@ -42,6 +43,9 @@ from loadgen.request import Transport
 from loadgen.schedule import PlannedStep, plan_steps, planned_step_doc
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
 
+if TYPE_CHECKING:
+    from loadgen.sendmetrics import SenderMetricsService
+
 _SWITCH_INTERVAL_S = 0.0002
 
 
@@ -55,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _emit(line: SenderLine) -> None:
+def _emit(line: SenderLine | MetricsLine) -> None:
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
@@ -165,6 +169,7 @@ async def _send(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, engine.stop, signal.Signals(sig).name)
+    metrics = await _metrics(settings, engine)
 
     # Start-up work first, then the start instant: --start-delay is the time the process has
     # from here to its first slot, not a budget the warm-up may eat into.
@@ -198,6 +203,8 @@ async def _send(
         "run_tag": run_tag,
         "wall_s": round(time.perf_counter() - wall_start, 3),
     }
+    if metrics is not None:
+        await metrics.close()  # its last line has every record: the engine flushed them all
     if settings.clock_url:
         await clock.measure("after")
         summary["clock"] = clock.doc
@@ -208,6 +215,18 @@ async def _send(
     done: SenderDone = {"event": "done", **summary}
     _emit(done)
     return 130 if done["interrupted"] else 0
+
+
+async def _metrics(settings: SenderSettings, engine: Engine) -> "SenderMetricsService | None":
+    """The live figures, when asked for (--sender-metrics-port, --metrics-lines)."""
+    if settings.knobs.metrics_port is None and not settings.metrics_lines:
+        return None
+    # Here, not at the top: only a sender that serves them loads the Prometheus client.
+    from loadgen.sendmetrics import SenderMetricsService
+
+    metrics = SenderMetricsService(engine, settings.knobs, settings.metrics_lines, _emit)
+    await metrics.start()
+    return metrics
 
 
 class _Clock:

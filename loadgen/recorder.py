@@ -49,6 +49,9 @@ class SentColumns:
         self.ack_ns = array("q")
         self.status = array("i")
         self.errors: dict[int, str] = {}  # row index -> text; most rows have none
+        # Leading rows already in the live histograms: a failed write's rows are written again
+        # at the next flush, but never counted twice.
+        self.observed = 0
 
     def __len__(self) -> int:
         return len(self.seq)
@@ -125,6 +128,9 @@ class SentRecorder:
         self.warn = warn
         self.columns = SentColumns()
         self.flush_errors = 0
+        # Called on the writer thread with each buffer before it is written (the live figures
+        # of loadgen.sendmetrics: their histograms follow the records, a batch at a time).
+        self.observe: Callable[[SentColumns], None] | None = None
         # The write a flush handed to the writer thread, with its rows, until it is done.
         self._writing: tuple[asyncio.Future[None], SentColumns] | None = None
 
@@ -161,12 +167,17 @@ class SentRecorder:
         self.warn(f"writing sent records failed, will retry: {exc}")
 
     def _write(self, columns: SentColumns) -> None:  # on a worker thread
+        # Before the write, so a full disk does not stop the live figures too.
+        if self.observe is not None and columns.observed < len(columns):
+            self.observe(columns)
+            columns.observed = len(columns)
         self.writer.write_batches([to_batch(columns, self.plan)])
 
 
 def _merged(first: SentColumns, second: SentColumns) -> SentColumns:
     """A failed flush's rows back in front of those recorded since (kept for the next try)."""
     merged = SentColumns()
+    merged.observed = first.observed  # the rows since (second's) were never flushed
     for columns in (first, second):
         for index in range(len(columns)):
             merged.append(

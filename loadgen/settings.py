@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from contract.argtypes import at_least_one, non_negative, positive_seconds, seconds
+from contract.argtypes import at_least_one, non_negative, port_number, positive_seconds, seconds
 from contract.lines import parse_sender_line
 from contract.procs import Child
 
@@ -31,6 +31,10 @@ class SendKnobs:
     request_timeout_s: float = 30.0
     drain_timeout_s: float = 10.0
     decoy_every: int = 0
+    # Prometheus /metrics of the sender (a fleet's: its master's) on this port; 0 picks a free
+    # one; None serves none. Loopback unless asked: the figures are nobody else's business.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class SenderSettings:
     workers: int = 1
     clock_url: str | None = None  # the receiver's /clock: offsets measured before and after
     latency_histograms: bool = False  # per-second latency counts in the progress lines
+    metrics_lines: bool = False  # a `metrics` line every second (what a fleet master sums)
     first_step: int = 1  # a search's probes continue the step and slot numbers of the last
     first_seq: int = 0
 
@@ -203,6 +208,28 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         ),
     ),
     (
+        "knobs.metrics_port",
+        "--sender-metrics-port",
+        dict(
+            type=port_number,
+            metavar="PORT",
+            help="serve the sender's live figures at http://HOST:PORT/metrics for Prometheus: "
+            "events sent, acked, failed and refused by the in-flight cap, in flight, the step "
+            "and its target rate, and histograms of sender lag and publish latency; 0 picks a "
+            "free port, announced in a `metrics_listening` line; a fleet's master serves the "
+            "fleet's (default: not served)",
+        ),
+    ),
+    (
+        "knobs.metrics_host",
+        "--sender-metrics-host",
+        dict(
+            metavar="HOST",
+            help="address the sender's /metrics listens on (default %(default)s: this host "
+            "only; 0.0.0.0 for a Prometheus elsewhere)",
+        ),
+    ),
+    (
         "start_at_ns",
         "--start-at-ns",
         dict(type=int, help="epoch ns of the schedule start (lets several workers share one)"),
@@ -259,6 +286,16 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
             help="print an `answers` line every second: the answers since the last by whole ms "
             "from their intended time, and the failures by error (what a Locust fleet worker "
             "feeds Locust's statistics from)",
+        ),
+    ),
+    (
+        "metrics_lines",
+        "--metrics-lines",
+        dict(
+            action="store_true",
+            help="print a `metrics` line every second and before the done line: the figures "
+            "--sender-metrics-port serves (what a Locust fleet worker's sender gives its master "
+            "to add up)",
         ),
     ),
 )

@@ -22,10 +22,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gevent
+from gevent.pywsgi import WSGIServer
 from locust import stats as locust_stats
 from locust.env import Environment
 from locust.html import get_html_report
 from locust.runners import STATE_MISSING, MasterRunner
+from prometheus_client import make_wsgi_app
 
 from contract.lines import (
     FleetError,
@@ -35,12 +37,15 @@ from contract.lines import (
     WarningLine,
     parse_sender_line,
 )
+from contract.metricslines import MetricsLine, metrics_listening, parse_metrics_line
 from contract.units import NS_PER_S
+from loadgen.exposition import registry
 from loadgen.fleet import messages
+from loadgen.fleet.figures import FleetFigures
 from loadgen.fleet.tally import Tally
 from loadgen.pace import parse_warmup, resolve_pace
 from loadgen.schedule import plan_steps
-from loadgen.settings import SenderSettings
+from loadgen.settings import SenderSettings, SendKnobs
 
 # How long before the common start instant the plans go out: each worker must start its pacer
 # (imports, record writer, clock exchanges) before the first slot.
@@ -61,7 +66,7 @@ class FleetOptions:
     locust_html: Path | None = None
 
 
-def _emit(line: SenderLine) -> None:
+def _emit(line: SenderLine | MetricsLine) -> None:
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
@@ -86,6 +91,7 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
         "port": port,
     }
     _emit(listening)
+    metrics = _serve_metrics(settings.knobs, fleet.figures)
     writer = writing = None
     try:
         if not fleet.wait_for_workers(options.workers, options.expect_timeout_s):
@@ -102,7 +108,28 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
             _write_reports(env, options, writer, writing)
         finally:
             master.quit()  # the workers stop their senders and exit
+            if metrics is not None:
+                metrics.stop(timeout=1)
     return fleet.exit_code()
+
+
+def _serve_metrics(knobs: SendKnobs, figures: FleetFigures) -> WSGIServer | None:
+    """The fleet's /metrics (--sender-metrics-port), served by the Prometheus client library's
+    WSGI app on gevent, beside Locust; None when not asked for, or the port is taken (said:
+    the run matters more than its live figures)."""
+    if knobs.metrics_port is None:
+        return None
+    app = make_wsgi_app(registry(figures.now))
+    server = WSGIServer((knobs.metrics_host, knobs.metrics_port), app, log=None)
+    try:
+        server.start()
+    except OSError as exc:
+        where = f"{knobs.metrics_host}:{knobs.metrics_port}"
+        why = f"/metrics not served: cannot listen on {where}: {exc}"
+        _emit({"event": "warning", "message": why})
+        return None
+    _emit(metrics_listening(knobs.metrics_host, server.server_port))
+    return server
 
 
 def _write_reports(env: Environment, options: FleetOptions, writer, writing) -> None:
@@ -152,6 +179,7 @@ class _Fleet:
         self.exits: dict[int, int] = {}
         self.stop_reason: str | None = None
         self.start_at_ns: int | None = None
+        self.figures = FleetFigures(failed=tally.failed.keys())  # a view: kept up to date
 
     # start -----------------------------------------------------------------------------
     def wait_for_workers(self, count: int, timeout_s: float) -> bool:
@@ -181,6 +209,10 @@ class _Fleet:
                 workers=count,
                 start_at_ns=self.start_at_ns,
                 latency_histograms=True,
+                # The master serves the fleet's /metrics from its workers' lines: theirs
+                # would only collide on the port where two share a host.
+                metrics_lines=settings.knobs.metrics_port is not None,
+                knobs=replace(settings.knobs, metrics_port=None),
             )
             plan: messages.Plan = {"index": index, "count": count, "argv": share.argv()}
             self.master.send_message(messages.PLAN, dict(plan), client_id=client_id)
@@ -199,10 +231,19 @@ class _Fleet:
 
     def on_line(self, environment: Environment, msg) -> None:
         forwarded: messages.Line = msg.data
+        index = forwarded["index"]
         line = parse_sender_line(forwarded["line"])
         if line is not None:
-            for out in self.tally.line(forwarded["index"], line):
+            for out in self.tally.line(index, line):
                 _emit(out)
+            return
+        # The workers' figures, for the fleet's /metrics (--metrics-lines, asked in the plan).
+        figures = parse_metrics_line(forwarded["line"])
+        why = None
+        if figures is not None and figures["event"] == "metrics":
+            why = self.figures.update(index, figures)
+        if why:
+            _emit({"event": "warning", "message": why})
 
     def on_exit(self, environment: Environment, msg) -> None:
         index, code = msg.data["index"], msg.data["code"]
