@@ -12,11 +12,13 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from contract.documents import NotReported
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, sut_dir_for
 from contract.lines import SenderDone, SenderLine, parse_sender_line
+from contract.metricslines import parse_metrics_line
 from contract.procs import Child
 from evbench.health import sender_failure
 from evbench.options import RunOptions, RunOutcome
@@ -156,10 +158,22 @@ def _follow_sender(
             _unreadable(session, str(exc))
             continue
         if line is None:
+            _metrics_line(session, doc)
             continue  # a kind this orchestration does not know: a newer sender's
         if line["event"] == "done":
             return line, None
         _on_line(session, line, follow)
+
+
+def _metrics_line(session: Session, doc: dict[str, Any]) -> None:
+    """--sender-metrics-port: where the sender's live figures are (a port of 0 picked one)."""
+    try:
+        line = parse_metrics_line(doc)
+    except EvbenchError as exc:
+        _unreadable(session, str(exc))
+        return
+    if line is not None and line["event"] == "metrics_listening":
+        session.echo(f"the sender's live figures: {line['url']}")
 
 
 def _unreadable(session: Session, why: str) -> None:

@@ -120,10 +120,15 @@ class _Endpoint:
     def start(self) -> None:
         self._thread.start()
 
+    def signal_stop(self) -> None:
+        """Ask for the last attempt: the series then ends where the session did (a counter's
+        final value, not the one up to an interval before)."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
-        # An attempt in flight ends within its timeout; whatever it finds after this is dropped.
-        self._thread.join(timeout=self.interval_s + 1)
+        # The last attempt ends within its timeout; whatever comes later is dropped.
+        self._thread.join(timeout=2 * self.interval_s + 1)
         with self._lock:
             self.writer.flush()
             self._stopped = True
@@ -142,6 +147,7 @@ class _Endpoint:
                 if next_tick < now:
                     next_tick = now + self.interval_s - (now - next_tick) % self.interval_s
                 self._stop.wait(next_tick - now)
+            self._once(client)
 
     def _once(self, client: httpx.Client) -> None:
         t_ns, began = time.time_ns(), time.monotonic()
@@ -202,18 +208,22 @@ class Scraper:
         endpoint.start()
 
     def remove(self, name: str) -> None:
-        endpoint = self._live.pop(name, None)
-        if endpoint is not None:
-            endpoint.stop()
-            self._done.append(endpoint.doc)
+        self._remove([name])
 
     def remove_origin(self, origin: Origin) -> None:
-        for name in [n for n, e in self._live.items() if e.target.origin == origin]:
-            self.remove(name)
+        self._remove([n for n, e in self._live.items() if e.target.origin == origin])
 
     def stop(self) -> None:
-        for name in list(self._live):
-            self.remove(name)
+        self._remove(list(self._live))
+
+    def _remove(self, names: list[str]) -> None:
+        """Each endpoint's last attempt, all at once (a hung one costs its interval, once)."""
+        endpoints = [e for name in names if (e := self._live.pop(name, None)) is not None]
+        for endpoint in endpoints:
+            endpoint.signal_stop()
+        for endpoint in endpoints:
+            endpoint.stop()
+            self._done.append(endpoint.doc)
 
     def docs(self) -> list[ScrapeDoc]:
         """Every endpoint's account so far (live ones as of now)."""

@@ -94,7 +94,8 @@ def service() -> Iterator[UsersService]:
     started.close()
 
 
-def _run(tmp_path: Path, run_id: str, hop: HttpHop, *more: str) -> Path:
+def _run(tmp_path: Path, run_id: str, hop: HttpHop, *more: str) -> tuple[Path, str]:
+    """The run's directory and what it said on stderr."""
     argv = [
         sys.executable, "-m", "evbench", "run", "--sut", "external", "--ingress", hop.url,
         "--pace", "200:2,200:2", "--run-id", run_id, "--no-analyze", "--payload-bytes", "512",
@@ -103,7 +104,7 @@ def _run(tmp_path: Path, run_id: str, hop: HttpHop, *more: str) -> Path:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").glob(f"{run_id}-*")
-    return run_dir / "external"
+    return run_dir / "external", done.stderr
 
 
 @contextlib.contextmanager
@@ -124,14 +125,19 @@ def _counts(root: Path) -> tuple[int, int, int]:
 def test_the_users_endpoints_are_scraped_and_profiled_without_touching_the_run(
     tmp_path: Path, service: UsersService
 ) -> None:
-    port = _free_port()
+    port, sender_port = _free_port(), _free_port()
     with _hop(port) as hop:
-        watched = _run(
+        watched, said = _run(
             tmp_path, "watched", hop, "--receiver-port", str(port),
             "--scrape", f"svc={service.url}/metrics", "--scrape", f"stuck={service.url}/hang",
             "--scrape", f"junk={service.url}/garbage", "--scrape-interval", "0.5",
             "--profile", "2:1", "--pprof", f"api={service.url}/debug/pprof",
+            # evbench's own live figures, scraped as Prometheus would during the run
+            "--sender-metrics-port", str(sender_port),
+            "--scrape", f"receiver=http://127.0.0.1:{port}/metrics",
+            "--scrape", f"sender=http://127.0.0.1:{sender_port}/metrics",
         )  # fmt: skip
+    assert f"the sender's live figures: http://127.0.0.1:{sender_port}/metrics" in said
     # The run's figures are a healthy hop's: every event sent, acked and received, as without
     # the endpoints (a hung scrape or a slow profile never holds the sender or the receiver).
     assert _counts(watched) == (800, 800, 800)
@@ -154,10 +160,20 @@ def _check_samples(root: Path) -> None:
     values = [r["value"] for r in sorted(svc, key=lambda r: r["t_ns"])]
     assert values == sorted(values) and len(values) >= 6
     up = {(r["endpoint"], r["value"]) for r in rows if r["metric"] == "up"}
-    assert up == {("svc", 1.0), ("stuck", 0.0), ("junk", 0.0)}
+    assert {("svc", 1.0), ("stuck", 0.0), ("junk", 0.0), ("receiver", 1.0)} <= up
+    assert ("svc", 0.0) not in up  # (the receiver's is scraped from before it starts)
+    # The receiver's own /metrics, read by Prometheus' parser all through the run, counted
+    # every delivery; the sender's (up only while it ran) never more than it sent.
+    assert _highest(rows, "receiver", "evbench_receiver_events_received_total") == 800
+    assert 0 < _highest(rows, "sender", "evbench_sender_events_sent_total") <= 800
     # Garbage is kept out whole: only the scraper's own rows say the endpoint was there.
     junk = {r["metric"] for r in rows if r["endpoint"] == "junk"}
     assert junk == {"up", "scrape_duration_seconds"}
+
+
+def _highest(rows: list[dict[str, object]], endpoint: str, metric: str) -> float:
+    values = [r["value"] for r in rows if r["endpoint"] == endpoint and r["metric"] == metric]
+    return max(values)  # type: ignore[type-var]
 
 
 def _check_pprof(root: Path, run: RunDoc, service: UsersService) -> None:
