@@ -24,12 +24,14 @@ The receiver shares the machine, so on 2 cores this is a floor for the sender, n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,14 +54,22 @@ LAG_BAR_MS = 1.0
 
 
 def run_rate(
-    workdir: Path, url: str, rate: int, seconds: int, payload_bytes: int, tag: str
+    workdir: Path,
+    url: str,
+    rate: int,
+    seconds: int,
+    payload_bytes: int,
+    tag: str,
+    scraped: bool = False,
 ) -> dict:
+    """One sender at one rate; `scraped`: with its /metrics served and scraped every second,
+    as a Prometheus watching a long run would."""
     out = workdir / f"sent-{tag}"
     settings = SenderSettings(
         target=url,
         pace=f"{rate}:{seconds}",
         out=out,
-        knobs=SendKnobs(payload_bytes=payload_bytes),
+        knobs=SendKnobs(payload_bytes=payload_bytes, metrics_port=0 if scraped else None),
         start_delay_s=1.0,
     )
     child = settings.start(workdir / f"sender-{tag}.log")
@@ -67,6 +77,7 @@ def run_rate(
     rss = []
     done = None
     cpu = None
+    scraper: threading.Event | None = None
     while done is None:
         try:
             doc = child.next_line(timeout_s=seconds + 60)
@@ -74,12 +85,16 @@ def run_rate(
             break
         if doc is None:
             break
+        if doc.get("event") == "metrics_listening":
+            scraper = _scrape_every_second(doc["url"])
         if doc.get("event") == "progress":
             rss.append(process.memory_info().rss)
         if doc.get("event") == "done":
             done = doc
             cpu = process.cpu_times()
     child.wait(30)
+    if scraper is not None:
+        scraper.set()
     table = read_parts(out, SENT_FIELDS)
     sent_ns = table.column("sent_ns")
     lag_ns = pc.subtract(sent_ns, table.column("intended_ns")).to_numpy(zero_copy_only=False)
@@ -123,9 +138,25 @@ def run_kafka_rate(workdir: Path, args: argparse.Namespace, rate: int, tag: str)
     try:
         create_topic(bootstrap, "bench", args.partitions, 1)
         url = f"kafka://{bootstrap}/bench"
-        return run_rate(workdir, url, rate, args.seconds, args.payload_bytes, tag)
+        return run_rate(
+            workdir, url, rate, args.seconds, args.payload_bytes, tag, args.sender_metrics
+        )
     finally:
         broker.stop()
+
+
+def _scrape_every_second(url: str) -> threading.Event:
+    """GET `url` every second on a thread until the returned event is set."""
+    stop = threading.Event()
+
+    def scrape() -> None:
+        with httpx.Client(timeout=1.0) as client:
+            while not stop.wait(1.0):
+                with contextlib.suppress(httpx.HTTPError):
+                    client.get(url)
+
+    threading.Thread(target=scrape, daemon=True).start()
+    return stop
 
 
 def closed_loop_rate(argv: list[str], stats_url: str, seconds: int, log: Path) -> float:
@@ -193,6 +224,11 @@ def main() -> int:
     parser.add_argument("--kafka", action="store_true", help="produce to a local Tansu broker")
     parser.add_argument("--partitions", type=int, default=100, help="with --kafka (default 100)")
     parser.add_argument("--no-others", action="store_true", help="skip Locust and hey")
+    parser.add_argument(
+        "--sender-metrics",
+        action="store_true",
+        help="serve the sender's /metrics (--sender-metrics-port 0) and scrape it every second",
+    )
     parser.add_argument("--locust-users", type=int, default=64)
     parser.add_argument("--hey-workers", type=int, default=200)
     args = parser.parse_args()
@@ -225,7 +261,15 @@ def main() -> int:
                         runs.append(run_kafka_rate(workdir, args, rate, tag))
                     else:
                         runs.append(
-                            run_rate(workdir, url, rate, args.seconds, args.payload_bytes, tag)
+                            run_rate(
+                                workdir,
+                                url,
+                                rate,
+                                args.seconds,
+                                args.payload_bytes,
+                                tag,
+                                args.sender_metrics,
+                            )
                         )
                 row = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
                 holds = row["achieved"] >= 0.99 * rate and row["lag_p99_ms"] <= LAG_BAR_MS
