@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from contract.insight import SCRAPE_DURATION_METRIC, UP_METRIC
+from contract.insight import GAUGES_THAT_COUNT, SCRAPE_DURATION_METRIC, UP_METRIC
 from contract.parquet import arrow_schema, check_parts
 from contract.records import METRIC_SAMPLE_FIELDS
 from contract.units import NS_PER_S
@@ -83,7 +83,7 @@ def plotted_as(metric: str, kind: str) -> Plotted | None:
         grows = kind != "gaugehistogram" and metric.endswith(("_count", "_sum"))
         return "rate" if grows else "value"
     if kind in ("gauge", "unknown"):
-        return "value"
+        return "rate" if metric in GAUGES_THAT_COUNT else "value"
     return None  # info and stateset: labels naming a state, not a quantity over time
 
 
@@ -125,7 +125,10 @@ class Rates(NamedTuple):
 
 
 def per_second_rates(
-    t_ns: Sequence[int], values: Sequence[float], max_interval_ns: int | None = None
+    t_ns: Sequence[int],
+    values: Sequence[float],
+    max_interval_ns: int | None = None,
+    min_interval_ns: int = 0,
 ) -> Rates:
     """A counter's samples (in time order) as the per-second rate over each interval between
     consecutive scrapes, placed at the interval's end; the first sample has none.
@@ -135,7 +138,9 @@ def per_second_rates(
     rate), and the next interval starts afresh from the value after the reset. An interval
     without a finite value at both ends, without time between them, or longer than
     `max_interval_ns` (scrapes were missed: an average over an outage is no reading of any
-    second) gets none either."""
+    second) or shorter than `min_interval_ns` (two scrapes close together, as a session's
+    last one can be: a counter that grows in batches would read as a spike) gets none
+    either."""
     per_s: list[float | None] = [None] * len(values)
     resets = 0
     for i in range(1, len(values)):
@@ -146,6 +151,8 @@ def per_second_rates(
         if after < before:
             resets += 1
             continue
+        if dt_ns < min_interval_ns:
+            continue
         if max_interval_ns is None or dt_ns <= max_interval_ns:
             per_s[i] = (after - before) / (dt_ns / NS_PER_S)
     return Rates(per_s, resets)
@@ -154,6 +161,14 @@ def per_second_rates(
 # Samples of a series further apart than this many of its usual intervals (the median) are
 # separated by missed scrapes: the line breaks there rather than draw through unseen time.
 GAP_INTERVALS = 2.5
+# Closer than this many usual intervals, two samples make no rate (see per_second_rates).
+SHORT_INTERVALS = 0.5
+
+
+def short_limit_ns(t_ns: Sequence[int]) -> int:
+    """The shortest interval a rate is taken over (0: too few samples to say)."""
+    intervals = [b - a for a, b in pairwise(t_ns) if b > a]
+    return int(SHORT_INTERVALS * median(intervals)) if intervals else 0
 
 
 def gap_limit_ns(t_ns: Sequence[int]) -> int | None:
@@ -241,7 +256,7 @@ def _series(
     resets = 0
     shown: list[float | None]
     if plotted == "rate":
-        shown, resets = per_second_rates(t_ns, values, limit_ns)
+        shown, resets = per_second_rates(t_ns, values, limit_ns, short_limit_ns(t_ns))
     else:
         shown = [v if math.isfinite(v) else None for v in values]
     times, shown = broken_at_gaps(t_ns, shown, limit_ns)

@@ -8,6 +8,12 @@ Written by evbench.scrape and evbench.profiles, read by the analysis' report."""
 # No `from __future__ import annotations`: TypedDict reads NotRequired[...] at definition time.
 from typing import Literal, NotRequired, TypedDict
 
+# eventing-kafka's consumed count per partition (seeds 003, 004): exposed as a gauge, as Knative
+# does, though it only ever grows; the lab's Kafka dispatcher serves it under this name and the
+# report plots it as the per-second rate it is read for.
+CONSUMED_METRIC = "eventing_kafka_consumed_msg_count"
+GAUGES_THAT_COUNT = frozenset({CONSUMED_METRIC})
+
 # The scraper's own series per scrape, beside the endpoint's samples (as Prometheus adds them).
 UP_METRIC = "up"
 SCRAPE_DURATION_METRIC = "scrape_duration_seconds"
@@ -19,7 +25,7 @@ class ScrapeDoc(TypedDict):
     name: str  # --scrape NAME=URL, or the lab component's role
     url: str
     interval_s: float
-    origin: Literal["user", "lab", "instrument"]  # --scrape, the lab's own, evbench's own
+    origin: Literal["user", "lab"]  # --scrape, or the lab's own
     scrapes: int  # attempts
     failures: int  # no answer in time, an HTTP error, or a body the parser refused
     samples: int  # rows written (the endpoint's samples, the scraper's own not counted)

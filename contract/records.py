@@ -107,7 +107,8 @@ METRIC_SAMPLE_FIELDS: tuple[Field, ...] = (
         "metric",
         "string",
         False,
-        "sample name as exposed, e.g. foo_total, foo_bucket",
+        "sample name as the Prometheus parser reads it (foo_total, foo_bucket; a counter exposed "
+        "without _total gets it)",
         low_cardinality=True,
     ),
     Field(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from contract.documents import RunDoc
+from contract.errors import EvbenchError
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.layout import SutDir
 from contract.lines import SenderStart
@@ -15,6 +16,23 @@ from evbench.options import SessionOptions
 from evbench.profiles import Profiler
 from evbench.scrape import Scraper, ScrapeTarget
 from suts.driver import Sut
+from suts.lab import driver_for
+
+
+def check_profile(opts: SessionOptions, first_step: int, last_step: int | None) -> None:
+    """`--profile STEP` names a step the session will have (a search's probes have no last)
+    and something to profile, before anything starts."""
+    if opts.profile is None:
+        return
+    step = opts.profile.step
+    if step < first_step or (last_step is not None and step > last_step):
+        steps = f"{first_step}..{last_step}" if last_step is not None else f"{first_step} on"
+        raise EvbenchError(f"--profile {step}: this session's steps are {steps}")
+    if not opts.pprof and not driver_for(opts.sut).lab_processes:
+        raise EvbenchError(
+            f"--profile {step}: {opts.sut} has no lab processes here to profile; add "
+            "--pprof NAME=URL for a Go service of yours (its CPU and heap profiles)"
+        )
 
 
 class Insight:
@@ -47,8 +65,10 @@ class Insight:
         self.profiler.on_schedule(line["start_ns"], line["steps"])
 
     def stop(self) -> None:
-        self.profiler.stop()
-        self.scraper.stop()
+        try:
+            self.profiler.stop()
+        finally:  # the endpoints are stopped (and accounted for) whatever the profiles met
+            self.scraper.stop()
 
     def _lab_pids(self) -> dict[str, int]:
         return dict(self._pids)

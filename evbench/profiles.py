@@ -166,8 +166,11 @@ class Profiler:
         argv = [_py_spy_binary(), "record", "--pid", str(pid), "--duration", str(seconds)]
         argv += ["--rate", str(PY_SPY_RATE_PER_S), "--format", "raw", "--nonblocking"]
         started_ns, began = time.time_ns(), time.monotonic()
-        spy = Child(f"py-spy-{role}", [*argv, "--output", str(raw)], folder / f"{role}.py-spy.log")
-        with self._lock:
+        log = folder / f"{role}.py-spy.log"
+        with self._lock:  # never one begun after stop() took the list of those to stop
+            if self._stopping.is_set():
+                return
+            spy = Child(f"py-spy-{role}", [*argv, "--output", str(raw)], log)
             self._spies.append(spy)
         code, cpu_s = _wait_with_cpu(spy, seconds + 30)
         doc = ProfileDoc(
@@ -214,11 +217,9 @@ class Profiler:
         self._add(
             self._fetch(step, name, "pprof-cpu", cpu_url, folder / f"{name}.cpu.pb.gz", seconds)
         )
-        # The heap as the step leaves it: after the CPU profile, which spans the step.
-        if not self._stopping.is_set():
-            self._add(
-                self._fetch(step, name, "pprof-heap", heap_url, folder / f"{name}.heap.pb.gz", 0)
-            )
+        # The heap as the step leaves it: after the CPU profile, which spans the step (taken
+        # even if the session is ending: it is one quick request, and stop() waits for it).
+        self._add(self._fetch(step, name, "pprof-heap", heap_url, folder / f"{name}.heap.pb.gz", 0))
 
     def _fetch(
         self, step: int, name: str, kind: ProfileKind, url: str, path: Path, duration_s: int
@@ -248,7 +249,8 @@ class Profiler:
         else:
             relative = self._relative(path)
             doc["files"] = [relative]
-            doc["open_with"] = pprof_command(str(path))
+            # From the system's directory (where the report's paths start); here, as given.
+            doc["open_with"] = pprof_command(relative)
             self.echo(f"{name} {kind} profile of step {step}: {pprof_command(str(path))}")
         doc["wall_s"] = round(time.monotonic() - began, 3)
         return doc
@@ -262,10 +264,12 @@ class Profiler:
         if doc["error"]:
             self.echo(f"profile of {doc['target']} ({doc['kind']}) failed: {doc['error']}")
 
-    def stop(self, timeout_s: float = 5.0) -> None:
+    def stop(self, timeout_s: float = _PPROF_SLACK_S + 5) -> None:
         """The run is over: nothing new begins, every py-spy still sampling is stopped by pid
-        (what it sampled so far is kept), and the threads are given a moment to write."""
-        self._stopping.set()
+        (what it sampled so far is kept), and the threads are given time to write (a Go
+        service's CPU profile answers at the end of the seconds asked, then its heap)."""
+        with self._lock:
+            self._stopping.set()
         if self.request is not None and not self._threads:
             step = self.request.step
             self.echo(f"--profile {step}: the session ended before step {step}; nothing profiled")

@@ -21,6 +21,7 @@ from contract.lines import SenderDone, SenderLine, parse_sender_line
 from contract.metricslines import parse_metrics_line
 from contract.procs import Child
 from evbench.health import sender_failure
+from evbench.insight import check_profile
 from evbench.options import RunOptions, RunOutcome
 from evbench.progress import progress_line, step_line
 from evbench.rundoc import sender_clocks
@@ -72,7 +73,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     driver_for(opts.sut)  # an unknown name fails here, before anything is created
     # A bad warmup fails here, before anything is created.
     has_warmup = opts.send.warmup is not None and parse_warmup(opts.send.warmup) is not None
-    _check_profile_step(opts, has_warmup)
+    check_profile(opts, 0 if has_warmup else 1, len(opts.pace.steps))
     session = Session.open(opts, opts.pace.name, echo, make)
     pace = opts.pace
     echo(
@@ -86,17 +87,6 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
         _drive(session, opts, interrupts, live)
     _echo_summary(session.outcome, echo)
     return session.outcome
-
-
-def _check_profile_step(opts: RunOptions, has_warmup: bool) -> None:
-    """`--profile STEP` names a step of the pace (0 only with a warm-up), before anything starts."""
-    if opts.profile is None:
-        return
-    first, last = (0 if has_warmup else 1), len(opts.pace.steps)
-    if not first <= opts.profile.step <= last:
-        raise EvbenchError(
-            f"--profile {opts.profile.step}: pace {opts.pace.name} has steps {first}..{last}"
-        )
 
 
 def _drive(session: Session, opts: RunOptions, interrupts: _Interrupts, live: bool) -> None:

@@ -2,9 +2,10 @@
 /metrics), into samples/metrics/ on the run's time axis.
 
 Each endpoint has a thread of its own, so one that hangs or answers garbage costs only itself:
-every attempt is bounded by the interval (as Prometheus bounds scrape_timeout by the
-scrape_interval), a late tick is skipped rather than queued, and nothing here ever waits on the
-run. Bodies are parsed by the Prometheus client library's parser, never by hand; each attempt
+every attempt gives up after about the interval (connecting and each read get half of it, and
+a body still trickling in when it is up is dropped), a late tick is skipped rather than queued,
+and nothing here ever waits on the run; stopping costs a hung endpoint at most about one more
+interval. Bodies are parsed by the Prometheus client library's parser, never by hand; each attempt
 also adds the scraper's own `up` and `scrape_duration_seconds` rows, as Prometheus does, so a
 dead endpoint is visible on the same axis as the system's figures.
 """
@@ -30,9 +31,12 @@ from contract.layout import safe_component
 from contract.parquet import PartWriter
 from contract.records import METRIC_SAMPLE_FIELDS, MetricSampleRow
 
-Origin = Literal["user", "lab", "instrument"]
+Origin = Literal["user", "lab"]
 _FLUSH_EVERY = 10  # scrapes between part files: a crash loses at most this many seconds
-_LONGEST_ERROR = 200  # characters of an error kept in run.json
+_LONGEST_ERROR_CHARS = 200  # of an error kept in run.json
+# An attempt takes at most about this many intervals: connecting and each read are bounded by
+# half an interval, and a body still coming in after the interval is given up on.
+_ATTEMPT_BOUND = 1.5
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class _Endpoint:
         )
         self._stop = threading.Event()
         self._stopped = False  # set under the lock once stopped: a late attempt is dropped
+        self._last_began = time.monotonic()
+        self._last_ok = True
         self._lock = threading.Lock()  # the writer, between this thread and stop()
         self._thread = threading.Thread(target=self._run, name=f"scrape-{target.name}", daemon=True)
 
@@ -127,37 +133,48 @@ class _Endpoint:
 
     def stop(self) -> None:
         self._stop.set()
-        # The last attempt ends within its timeout; whatever comes later is dropped.
-        self._thread.join(timeout=2 * self.interval_s + 1)
+        # An attempt under way and the last one together take at most about an interval
+        # (see _last_attempt); whatever comes after the join is dropped.
+        self._thread.join(timeout=self.interval_s * _ATTEMPT_BOUND + 0.5)
         with self._lock:
-            self.writer.flush()
             self._stopped = True
+            self._flush()
 
     def _run(self) -> None:
         next_tick = time.monotonic()
-        with httpx.Client(timeout=self.interval_s, follow_redirects=True) as client:
+        phase_s = self.interval_s / 2  # connect, then each read: see _ATTEMPT_BOUND
+        with httpx.Client(timeout=phase_s, follow_redirects=True) as client:
             while not self._stop.is_set():
                 self._once(client)
                 if self.doc["scrapes"] % _FLUSH_EVERY == 0:
                     with self._lock:
-                        self.writer.flush()
+                        self._flush()
                 # Ticks missed by a slow attempt are skipped, not made up in a burst.
                 next_tick += self.interval_s
                 now = time.monotonic()
                 if next_tick < now:
                     next_tick = now + self.interval_s - (now - next_tick) % self.interval_s
                 self._stop.wait(next_tick - now)
-            self._once(client)
+            if self._last_attempt_worth_it():
+                self._once(client)
+
+    def _last_attempt_worth_it(self) -> bool:
+        """Not after a failed attempt (a hung endpoint is not waited for twice), nor within
+        half an interval of the last one (two samples that close make a counter's rate
+        spike: its increments come in batches)."""
+        since_s = time.monotonic() - self._last_began
+        return self._last_ok and since_s >= self.interval_s / 2
 
     def _once(self, client: httpx.Client) -> None:
         t_ns, began = time.time_ns(), time.monotonic()
+        self._last_began = began
         try:
-            answer = client.get(self.target.url)
-            answer.raise_for_status()
-            rows = parse_exposition(answer.text, self.target.name, t_ns)
+            body = _get_within(client, self.target.url, began + self.interval_s)
+            rows = parse_exposition(body, self.target.name, t_ns)
             error = None
-        except (httpx.HTTPError, ValueError, UnicodeDecodeError) as exc:
+        except (httpx.HTTPError, ValueError, UnicodeDecodeError, _TooSlow) as exc:
             rows, error = [], _describe(exc)
+        self._last_ok = error is None
         took_s = time.monotonic() - began
         with self._lock:
             if self._stopped:
@@ -165,6 +182,14 @@ class _Endpoint:
             for row in [*rows, *scraper_rows(self.target.name, t_ns, error is None, took_s)]:
                 self.writer.append(row)
             self._count(len(rows), took_s, error)
+
+    def _flush(self) -> None:
+        """Rows to a part file; a disk that refuses is said in run.json, and scraping goes on
+        (the rows stay buffered for the next flush)."""
+        try:
+            self.writer.flush()
+        except OSError as exc:
+            self.doc["last_error"] = f"writing {self.writer.directory}: {exc}"
 
     def _count(self, samples: int, took_s: float, error: str | None) -> None:
         doc = self.doc
@@ -176,10 +201,32 @@ class _Endpoint:
             doc["last_error"] = error
             doc["first_error"] = doc["first_error"] or error
 
+    def snapshot(self) -> ScrapeDoc:
+        """The account as of now, whole (the thread updates it under the lock)."""
+        with self._lock:
+            return ScrapeDoc(**self.doc)
+
+
+class _TooSlow(Exception):
+    """A body still coming in when the attempt's time was up."""
+
+
+def _get_within(client: httpx.Client, url: str, deadline: float) -> str:
+    """The body of a 2xx answer, given up on at `deadline`: the client's timeouts bound each
+    phase (connect, each read), this bounds a body that trickles in."""
+    with client.stream("GET", url) as answer:
+        answer.raise_for_status()
+        chunks = []
+        for chunk in answer.iter_bytes():
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise _TooSlow(f"the body was still coming in after the interval ({url})")
+        return b"".join(chunks).decode(answer.encoding or "utf-8")
+
 
 def _describe(exc: Exception) -> str:
     """An attempt's failure in one line: what kind, and what was said."""
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, httpx.TimeoutException | _TooSlow):
         text = f"no answer within the interval ({type(exc).__name__})"
     elif isinstance(exc, httpx.HTTPStatusError):
         text = f"HTTP {exc.response.status_code}"
@@ -187,7 +234,9 @@ def _describe(exc: Exception) -> str:
         text = f"{type(exc).__name__}: {exc}"
     else:
         text = f"not Prometheus text: {exc}"
-    return text if len(text) <= _LONGEST_ERROR else text[: _LONGEST_ERROR - 1] + "…"
+    if len(text) <= _LONGEST_ERROR_CHARS:
+        return text
+    return text[: _LONGEST_ERROR_CHARS - 1] + "…"
 
 
 class Scraper:
@@ -222,9 +271,11 @@ class Scraper:
         for endpoint in endpoints:
             endpoint.signal_stop()
         for endpoint in endpoints:
-            endpoint.stop()
-            self._done.append(endpoint.doc)
+            try:
+                endpoint.stop()
+            finally:  # its account is kept whatever its stop met
+                self._done.append(endpoint.snapshot())
 
     def docs(self) -> list[ScrapeDoc]:
-        """Every endpoint's account so far (live ones as of now)."""
-        return [*self._done, *(e.doc for e in self._live.values())]
+        """Every endpoint's account so far (live ones as of now, each whole)."""
+        return [*self._done, *(e.snapshot() for e in self._live.values())]

@@ -45,6 +45,7 @@ from contract.parquet import part_files
 from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import NS_PER_S
 from evbench.health import receiver_refusals, sender_failure
+from evbench.insight import check_profile
 from evbench.options import SessionOptions
 from evbench.probejudge import Objective, ProbeRecords, probe_figures, verdict_of
 from evbench.searchplan import Outcome, Probe, Result, SearchPlan, next_step
@@ -91,6 +92,7 @@ class Searched:
 def search(opts: SearchOptions, echo: Echo, make: MakeSut = make_sut) -> Searched:
     """The search as one run; `make` builds the system (the lab's registry unless a test
     brings its own)."""
+    check_profile(opts, 1, None)  # probes are steps 1, 2, ...: a search has no warm-up
     session = Session.open(opts, "search", echo, make)
     probing = _Search(opts, session)
     result = probing.run()
@@ -365,7 +367,10 @@ def _on_start(on_start: Callable[[SenderStart], None]) -> Callable[[dict[str, An
     """A line watcher handing the sender's start line (when each step begins) to `on_start`."""
 
     def seen(doc: dict[str, Any]) -> None:
-        line = parse_sender_line(doc) if doc.get("event") == "start" else None
+        try:
+            line = parse_sender_line(doc) if doc.get("event") == "start" else None
+        except EvbenchError as exc:  # its contract broke: the probe's instruments failed
+            raise _InstrumentFailed(str(exc)) from None
         if line is not None and line["event"] == "start":  # narrows the line to its type
             on_start(line)
 

@@ -169,7 +169,11 @@ class SentRecorder:
     def _write(self, columns: SentColumns) -> None:  # on a worker thread
         # Before the write, so a full disk does not stop the live figures too.
         if self.observe is not None and columns.observed < len(columns):
-            self.observe(columns)
+            try:
+                self.observe(columns)
+            except Exception as exc:  # the live figures must never cost a record
+                self.observe = None
+                self.warn(f"the live figures stopped (the records go on): {exc!r}")
             columns.observed = len(columns)
         self.writer.write_batches([to_batch(columns, self.plan)])
 

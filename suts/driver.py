@@ -53,6 +53,8 @@ class Sut:
     settings_shape_results: ClassVar[bool] = True  # LabSettings go into run.json
     # The system is the instruments themselves (direct: the receiver): its limit is theirs.
     instruments_only: ClassVar[bool] = False
+    # It starts Python processes of the lab's own (what `--profile` samples with py-spy).
+    lab_processes: ClassVar[bool] = True
 
     def __init__(self, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
         self.settings = settings

@@ -20,6 +20,7 @@ class Direct(Sut):
     topology = "sender -> receiver"
     settings_shape_results = False
     instruments_only = True
+    lab_processes = False
 
     def _start(self, subscriber: str) -> str:
         return subscriber
@@ -110,6 +111,7 @@ class External(Sut):
     )
     topology = "sender -> your system -> receiver"
     local = False
+    lab_processes = False
 
     def start_message(self, receiver_url: str) -> str | None:
         return f"receiver listening at {receiver_url} : point your subscription there"

@@ -38,8 +38,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from contract.insight import CONSUMED_METRIC
+
 PREFIX = "evbench_lab_"
-CONSUMED_METRIC = "eventing_kafka_consumed_msg_count"  # eventing-kafka's name, kept as is
 GC_SECONDS_METRIC = "python_gc_duration_seconds"  # exposed with _total: a counter
 # A Deliverer's counters (suts.serving) by their /stats names, with the names /metrics gives.
 DELIVERY_COUNTERS = {

@@ -77,8 +77,8 @@ def add(commands: Subcommands) -> None:
 
 
 def add_plot_metric_argument(parser: argparse.ArgumentParser) -> None:
-    """--plot-metric: which scraped Prometheus series the report plots (analyze, and run, which
-    analyses at its end)."""
+    """--plot-metric: which scraped Prometheus series the report plots (analyze, and run and
+    search, which analyse at their end)."""
     parser.add_argument(
         "--plot-metric",
         action="append",

@@ -11,7 +11,11 @@ from contract.errors import EvbenchError
 from contract.layout import sut_dir_for
 from contract.parquet import part_files
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import add_verbose_argument, analyze_path
+from evbench.commands.analyze import (
+    add_plot_metric_argument,
+    add_verbose_argument,
+    analyze_path,
+)
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
@@ -153,6 +157,7 @@ def add(commands: Subcommands) -> None:
         "run --workers`): for a system faster than one sender holds",
     )
     add_verbose_argument(search)
+    add_plot_metric_argument(search)
     search.set_defaults(main=main)
 
 
@@ -184,7 +189,9 @@ def main(args: argparse.Namespace) -> int:
         return code
     run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
     where = run_root if len(suts) > 1 else run_root / suts[0]
-    analysed = analyze_path(where, "local[*]", 0.0, verbose=args.verbose)
+    analysed = analyze_path(
+        where, "local[*]", 0.0, verbose=args.verbose, plot_metrics=args.plot_metrics
+    )
     return code or analysed
 
 

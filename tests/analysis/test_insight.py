@@ -22,6 +22,7 @@ from analysis.insight import (
     per_second_rates,
     plotted_as,
     read_samples,
+    short_limit_ns,
     system_metrics,
     within_plots,
 )
@@ -70,6 +71,20 @@ def test_no_rate_is_averaged_over_missed_scrapes():
 
 
 @pytest.mark.parametrize(
+    ("t_s", "values", "rates"),
+    [
+        # a session's last scrape 10 ms after the one before: a batch of 500 would read 50,000/s
+        ([0, 1, 2, 2.01], [0.0, 1000.0, 2000.0, 2500.0], [None, 1000.0, 1000.0, None]),
+        ([0, 1, 2, 2.6], [0.0, 1000.0, 2000.0, 2600.0], [None, 1000.0, 1000.0, 1000.0]),
+        ([0, 1], [0.0, 10.0], [None, 10.0]),  # one interval: nothing to compare with
+    ],
+)
+def test_no_rate_over_an_interval_much_shorter_than_the_usual(t_s, values, rates):
+    t_ns = [int(t * S) for t in t_s]
+    assert per_second_rates(t_ns, values, None, short_limit_ns(t_ns)).per_s == rates
+
+
+@pytest.mark.parametrize(
     ("t_s", "limit_s", "broken_s", "values"),
     [
         ([], 2.5, [], []),
@@ -108,6 +123,8 @@ def test_the_gap_limit_is_a_multiple_of_the_usual_interval(t_s, limit_s):
         ("go_gc_duration_seconds_count", "summary", "go_gc_duration_seconds", "rate"),
         ("queue_gcount", "gaugehistogram", "queue", "value"),
         ("queue_depth", "gauge", "queue_depth", "value"),
+        # eventing-kafka's consumed count is a gauge that only grows: read as a rate
+        ("eventing_kafka_consumed_msg_count", "gauge", "eventing_kafka_consumed_msg_count", "rate"),
         ("things", "unknown", "things", "value"),
         ("build_info", "info", "build", None),
         ("feature", "stateset", "feature", None),

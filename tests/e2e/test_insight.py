@@ -183,7 +183,7 @@ def _check_pprof(root: Path, run: RunDoc, service: UsersService) -> None:
     assert (root / cpu["files"][0]).read_bytes() == CPU_PROFILE  # stored whole, as it came
     assert (root / heap["files"][0]).read_bytes() == HEAP_PROFILE
     assert cpu["files"] == ["profiles/step-2/api.cpu.pb.gz"]
-    assert cpu["open_with"].startswith("go tool pprof -http=: ")
+    assert cpu["open_with"] == "go tool pprof -http=: profiles/step-2/api.cpu.pb.gz"
     # Asked for the second the profile was to cover, while step 2 ran.
     ((arrived_ns, seconds),) = service.profile_asks
     step_2_start_ns = run["schedule"]["start_ns"] + 2 * 1_000_000_000  # step 1, then no gap

@@ -157,3 +157,37 @@ def test_a_profile_runs_inside_its_step(
     request_: ProfileRequest, window: tuple[int, int] | None
 ) -> None:
     assert profile_window(request_, 1_000, _STEPS) == window  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("sut", "profile", "pprof", "steps", "said"),
+    [
+        ("channel-imc", "2", False, (1, 3), None),
+        ("channel-imc", "0", False, (0, 3), None),  # the warm-up of a run that has one
+        ("channel-imc", "0", False, (1, 3), "steps are 1..3"),
+        ("channel-imc", "4", False, (1, 3), "steps are 1..3"),
+        ("channel-imc", "0", False, (1, None), "steps are 1 on"),  # a search: no warm-up
+        ("channel-imc", "40", False, (1, None), None),  # a search's 40th probe, if it comes
+        ("direct", "2", False, (1, 3), "direct has no lab processes here to profile"),
+        ("external", "2", False, (1, 3), "add --pprof NAME=URL"),
+        ("external", "2", True, (1, 3), None),
+    ],
+)
+def test_a_profile_is_checked_before_anything_starts(
+    tmp_path, sut: str, profile: str, pprof: bool, steps: tuple[int, int | None], said: str | None
+) -> None:
+    from contract.errors import EvbenchError
+    from evbench.insight import check_profile
+    from evbench.options import SessionOptions
+
+    opts = SessionOptions(
+        runs_dir=tmp_path,
+        sut=sut,
+        profile=profile_request(profile),
+        pprof=(pprof_target("api=http://h:8008/debug/pprof"),) if pprof else (),
+    )
+    if said is None:
+        check_profile(opts, *steps)
+    else:
+        with pytest.raises(EvbenchError, match=said):
+            check_profile(opts, *steps)
