@@ -8,7 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-tools clean chromium iproute2
+.PHONY: run test lint bench bench-tools bench-peers clean chromium iproute2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,11 @@ bench-tools:
 	  echo "installing Debian's hey and wrk for the benchmarks"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hey wrk >/dev/null; }
 
-bench: $(STAMP) bench-tools
+# DuckDB, the analysis benchmark's peer: a benchmark-only dependency (pyproject's [bench]).
+bench-peers: $(STAMP)
+	@$(BIN)/python -c "import duckdb" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[bench]'
+
+bench: $(STAMP) bench-tools bench-peers
 	$(BIN)/python benchmarks/sender_rate.py --repeats 3
 	$(BIN)/python benchmarks/sender_stuck.py
 	$(BIN)/python benchmarks/receiver_rate.py

@@ -298,6 +298,58 @@ def running_line_cost(events: int = 501_000) -> None:
     )
 
 
+def duckdb_peer(run_dir: Path, evbench_s: float) -> None:
+    """DuckDB's query for the per-step figures on the same files, in a new process as evbench
+    runs (benchmarks/duckdb_peer.py); its time against evbench's median, and how far the two
+    figures are apart."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("duckdb_peer.py")), str(run_dir)],
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        print(
+            f"  DuckDB: not run ({done.stderr.strip().splitlines()[-1:]}; make bench installs it)"
+        )
+        return
+    peer = json.loads(done.stdout)
+    print(
+        f"  DuckDB, one query on the same files: {wall:.1f} s wall in a new process "
+        f"({peer['query_s']:.1f} s the query): evbench takes {evbench_s / wall:.1f}x as long"
+    )
+    print(f"  {agreement(run_dir, peer['steps'])}")
+
+
+def agreement(run_dir: Path, steps: list[dict]) -> str:
+    """Counts equal, and the largest differences of P99 and P99.99 end to end (ms)."""
+    mine = {}
+    for summary in run_dir.glob("*/analysis/summary.json"):
+        for step in json.loads(summary.read_text())["steps"]:
+            mine[(summary.parent.parent.name, step["step"])] = step
+    # evbench's e2e_n is its count of delivered events (each one's first delivery).
+    counts = {c: c for c in ("scheduled", "send_failures", "duplicates", "lost")}
+    counts["delivered"] = "e2e_n"
+    unequal, p99, p9999, as_max = 0, 0.0, 0.0, 0
+    for peer in steps:
+        step = mine.get((peer["sut"], peer["step"]))
+        if step is None:
+            unequal += 1
+            continue
+        unequal += sum(peer[theirs] != step[ours] for theirs, ours in counts.items())
+        p99 = max(p99, abs(peer["e2e_ms"][1] - step["p99_e2e_ms"]))
+        if step["p9999_is_max"]:  # under 10^4 samples evbench reports the maximum instead
+            as_max += 1
+        else:
+            p9999 = max(p9999, abs(peer["e2e_ms"][2] - step["p9999_e2e_ms"]))
+    return (
+        f"agreement over {len(steps)} steps: {unequal} counts differ; largest difference "
+        f"P99 e2e {p99:.4f} ms, P99.99 {p9999:.4f} ms ({as_max} steps under 10^4 samples, "
+        "where evbench's P99.99 is the maximum, not compared)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suts", type=int, default=6)
@@ -321,7 +373,7 @@ def main() -> int:
             run_dir = root / "bench-tiny"
             events = write_sut(run_dir, "direct", 1, 0, TINY)
             print(f"a {events}-event run (one SUT):")
-            measure(run_dir, events, args.repeats, args.export_knative)
+            duckdb_peer(run_dir, measure(run_dir, events, args.repeats, args.export_knative))
         medians = {}
         for scale in scales:
             run_dir = root / f"bench-x{scale}-1k-2k"
@@ -332,6 +384,7 @@ def main() -> int:
                 f"{time.perf_counter() - started:.0f} s -> {run_dir}"
             )
             medians[scale] = (events, measure(run_dir, events, args.repeats, args.export_knative))
+            duckdb_peer(run_dir, medians[scale][1])
             if args.breakdown and scale == scales[0]:
                 breakdown(run_dir)
             if args.keep is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -157,13 +158,20 @@ def analyze_path(
             ),
             echo,
         )
-    finally:
+    except BaseException:
         spark.stop()
-    for checked in inputs:
-        echo(f"  -> {write_report(checked.path, plot_metrics=plot_metrics)}")
-    run_dir = inputs[0].path.parent
-    analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
-    echo(f"  -> {write_index(run_dir, analysed)}")
+        raise
+    # The reports need no Spark: they are written while it stops (a second of the JVM's).
+    stopping = threading.Thread(target=spark.stop, name="spark-stop")
+    stopping.start()
+    try:
+        for checked in inputs:
+            echo(f"  -> {write_report(checked.path, plot_metrics=plot_metrics)}")
+        run_dir = inputs[0].path.parent
+        analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
+        echo(f"  -> {write_index(run_dir, analysed)}")
+    finally:
+        stopping.join()
     return 1 if any(s["instrument_failures"] for s in summaries) else 0
 
 
