@@ -71,7 +71,9 @@ def digest_of(values: np.ndarray | Iterable[float]) -> fastdigest.TDigest:
     return fastdigest.TDigest.from_values(array, max_centroids=MAX_CENTROIDS)
 
 
-_FORMAT_MAGIC = b"FASTDIGE"
+# fastdigest's serialisation starts with this (then a version byte: b"FASTDIG~" in 0.9+,
+# where the check for the whole b"FASTDIGE" had quietly sent every digest down the slow path).
+_FORMAT_MAGIC = b"FASTDIG"
 
 
 def centroid_pairs(digest: fastdigest.TDigest, data: bytes) -> np.ndarray:

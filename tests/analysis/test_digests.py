@@ -125,6 +125,9 @@ def test_centroids_read_from_the_bytes_are_the_digests_own(n):
     digest = digest_of(np.random.default_rng(n).gamma(2, 1, n))
     pairs = centroid_pairs(digest, digest.to_bytes())
     assert np.array_equal(pairs, np.asarray(digest.centroids, dtype=float).reshape(-1, 2))
+    # ...and read from the bytes, not from the slow list: a view of them, so not writable (the
+    # fast path went unused for as long as fastdigest's format tag was checked too strictly)
+    assert not pairs.flags.writeable
     # bytes of another shape fall back to the digest's own list
     empty = fastdigest.TDigest(max_centroids=10)
     assert centroid_pairs(digest, b"not a digest").shape == (digest.n_centroids, 2)
