@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sysconfig
 import threading
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from contract.argtypes import named_url
 from contract.errors import EvbenchError
@@ -309,9 +309,9 @@ def _wait_with_cpu(spy: Child, timeout_s: float) -> tuple[int, float]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """user + system CPU of a live process, from /proc (0 when it is gone)."""
+    """user + system CPU of a live process (0 when it is gone), as the process sampler reads it."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return float(times.user + times.system)
