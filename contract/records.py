@@ -242,6 +242,23 @@ DECOY_EVENT_TYPE = "dev.evbench.decoy"
 KAFKA_ACK_STATUS = 200
 PAYLOAD_ID_PREFIX = b'{"evbenchid":"'
 
+
+def event_id(run_tag: str, worker: int, seq: int) -> str:
+    """A sent event's id: run-unique and readable (a receiver shared between runs can tell their
+    events apart), and ending with `-<seq>`, its slot, which the analysis reads back
+    (EVENT_ID_SEQ_PATTERN) to find a delivery's step without a join (analysis.routing)."""
+    return f"{event_id_prefix(run_tag, worker)}{seq}"
+
+
+def event_id_prefix(run_tag: str, worker: int) -> str:
+    """What a worker's ids start with: the id is this plus the slot number in decimal."""
+    return f"{run_tag}-{worker}-"
+
+
+# The slot an id carries: its decimal tail after the last '-', canonical (no leading zero, at
+# most 18 digits, so it fits an int64). An id without one carries none.
+EVENT_ID_SEQ_PATTERN = r"-(?P<seq>0|[1-9][0-9]{0,17})$"
+
 # `error` of a slot the sender refused because the in-flight cap was reached: the pacer handled
 # it on time, so it counts against the system under test, not against the sender.
 INFLIGHT_CAP_ERROR = "in-flight cap reached"

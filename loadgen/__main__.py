@@ -30,7 +30,7 @@ from contract.lines import (
 from contract.metricslines import MetricsLine
 from contract.parquet import PartWriter
 from contract.procs import raise_fd_limit
-from contract.records import SENT_FIELDS
+from contract.records import SENT_FIELDS, event_id, event_id_prefix
 from contract.units import NS_PER_S
 from loadgen.clocksync import measure
 from loadgen.engine import Engine
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             pace.steps, knobs.step_gap_s, warmup, settings.first_step, settings.first_seq
         )
         run_tag = settings.run_tag or secrets.token_hex(3)
-        longest_id = len(f"{run_tag}-{settings.workers}-{sum(s.events for s in steps)}")
+        longest_id = len(event_id(run_tag, settings.workers, sum(s.events for s in steps)))
         payloads = PayloadBuilder(knobs.payload_bytes, longest_id)
         max_inflight = _raise_fd_limit(knobs.max_inflight)
         transport = _transport(settings, payloads, max_inflight)
@@ -137,7 +137,7 @@ def _engine(
     worker = settings.worker
     plan = RowPlan(
         steps=steps,
-        event_id_prefix=f"{run_tag}-{worker}-",
+        event_id_prefix=event_id_prefix(run_tag, worker),
         worker=worker,
         payload_bytes=settings.knobs.payload_bytes,
         decoy_every=settings.knobs.decoy_every,

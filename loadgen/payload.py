@@ -43,8 +43,3 @@ class PayloadBuilder:
     def build(self, event_id: str) -> bytes:
         encoded = event_id.encode()
         return PAYLOAD_ID_PREFIX + encoded + self.tail(len(encoded))
-
-
-def event_id(run_tag: str, worker: int, seq: int) -> str:
-    """Run-unique and readable: a receiver shared between runs can tell their events apart."""
-    return f"{run_tag}-{worker}-{seq}"

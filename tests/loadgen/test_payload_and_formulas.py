@@ -1,7 +1,8 @@
 import pytest
 
 from contract.formulas import achieved_rate_per_s, percentile
-from loadgen.payload import PayloadBuilder, event_id
+from contract.records import event_id
+from loadgen.payload import PayloadBuilder
 from receivers.identify import payload_event_id
 
 
