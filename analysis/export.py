@@ -24,13 +24,12 @@ from pathlib import Path
 import fastdigest
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.digests import CUMULATIVE_CENTROIDS
-from analysis.transforms import trailing_throughput
 from contract.layout import SutDir
-from contract.units import NS_PER_MS
+from contract.units import NS_PER_MS, NS_PER_S
 
 # File prefix -> (column of the running line, quantile).
 CUMULATIVE_FILES = {
@@ -48,6 +47,18 @@ RUNNING_SCHEMA = (
 
 def _ms(column: str) -> F.Column:
     return F.col(column) / F.lit(float(NS_PER_MS))
+
+
+def trailing_throughput(df: DataFrame, time_col: str) -> DataFrame:
+    """The 2019 throughput: at each event's time t, the number of events in (t - 1 s, t].
+
+    One sample per event, so the line shows oscillation that per-second buckets would hide.
+    Needs every event of a SUT in one ordered window: for exports, not for the main job.
+    """
+    window = Window.partitionBy("sut").orderBy("t_ns").rangeBetween(-(NS_PER_S - 1), 0)
+    return df.select("sut", F.col(time_col).alias("t_ns")).withColumn(
+        "per_s", F.count(F.lit(1)).over(window)
+    )
 
 
 def _per_event_files(events: DataFrame) -> dict[str, DataFrame]:

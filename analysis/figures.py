@@ -102,34 +102,72 @@ def _step_bands(
     steps: Sequence[StepSummaryDoc],
     breaking_point_per_s: int | None,
 ) -> None:
+    """A band per step in its verdict's colour, labelled with its pace, and a dashed line at the
+    breaking point. Set in one layout update: plotly's add_vrect copies every shape so far on
+    each call (measured: 1.2 s of a 6-system index page's 1.8)."""
+    shapes: list[dict] = []
+    notes: list[dict] = []
     marked = False
     for step in steps:
         span = spans.get(step["step"])
         if span is None:
             continue
         first, last = span
-        figure.add_vrect(
-            x0=first,
-            x1=last + 1,
-            fillcolor=VERDICT_COLOURS.get(step["verdict"], "white"),
-            line_width=0,
-            layer="below",
-            annotation_text=f"{step['target_rate_per_s']}/s",
-            annotation_position="top left",
-            annotation_font_size=10,
-        )
-        if (
-            not marked
-            and step["target_rate_per_s"] == breaking_point_per_s
-            and (step["verdict"] == "breaks")
-        ):
-            figure.add_vline(
-                x=first,
-                line={"color": "#d62728", "dash": "dash"},
-                annotation_text=f"breaking point {breaking_point_per_s}/s",
-                annotation_position="bottom right",
-            )
+        shapes.append(_band(first, last + 1, VERDICT_COLOURS.get(step["verdict"], "white")))
+        notes.append(_note(first, 1, f"{step['target_rate_per_s']}/s", "top", size=10))
+        breaks = step["target_rate_per_s"] == breaking_point_per_s and step["verdict"] == "breaks"
+        if breaks and not marked:
+            shapes.append(_vline(first, {"color": "#d62728", "dash": "dash"}))
+            notes.append(_note(first, 0, f"breaking point {breaking_point_per_s}/s", "bottom"))
             marked = True
+    figure.update_layout(
+        shapes=[*figure.layout.shapes, *shapes], annotations=[*figure.layout.annotations, *notes]
+    )
+
+
+def _band(x0: float, x1: float, colour: str) -> dict:
+    """A full-height rectangle behind the traces (as add_vrect draws one)."""
+    return {
+        "type": "rect",
+        "xref": "x",
+        "yref": "y domain",
+        "x0": x0,
+        "x1": x1,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": colour,
+        "line": {"width": 0},
+        "layer": "below",
+    }
+
+
+def _vline(x: float, line: dict) -> dict:
+    """A full-height vertical line (as add_vline draws one)."""
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "y domain",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": line,
+    }
+
+
+def _note(x: float, y: float, text: str, anchor: str, size: int | None = None) -> dict:
+    """Text at the left edge of `x`, at the top (y=1) or bottom (y=0) of the plot."""
+    return {
+        "x": x,
+        "xref": "x",
+        "y": y,
+        "yref": "y domain",
+        "text": text,
+        "showarrow": False,
+        "xanchor": "left",
+        "yanchor": anchor,
+        **({"font": {"size": size}} if size else {}),
+    }
 
 
 def latency_points(points: list[dict], title: str) -> go.Figure:

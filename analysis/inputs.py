@@ -7,6 +7,8 @@ starts, and a bad path is named in seconds.
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -15,13 +17,13 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import compact
+from analysis.compact import Layout, compact_received, compact_sent
 from analysis.verdicts import Thresholds
 from contract.documents import RunDoc, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.parquet import check_parts, part_files
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 
 
 @dataclass(frozen=True)
@@ -45,21 +47,16 @@ class SutInputs:
     start_source: str
     sent_parts: tuple[Path, ...]
     received_parts: tuple[Path, ...]
-    # The last slot in sent/ (from footers, by `compacted`): the schedule's span for the points.
+    # The last slot in sent/ (from the copy's footer, by `compacted`): the points' time span.
     last_intended_ns: int | None = None
-    # The parts compacted into one file each (analysis.compact), where that could be written.
-    sent_copy: Path | None = None
-    received_copy: Path | None = None
-    compacted: bool = False  # `compacted` has run: the copies above are as they will be
+    # The parts compacted into one file per side, laid out by step (analysis.compact): what
+    # the analysis' tasks read. None until `compacted` has run.
+    sent_copy: Layout | None = None
+    received_copy: Layout | None = None
 
-    def parts(self, records: str) -> tuple[Path, ...]:
-        """The checked part files of `records` ("sent" or "received")."""
-        return {"sent": self.sent_parts, "received": self.received_parts}[records]
-
-    def readable(self, records: str) -> tuple[Path, ...]:
-        """What Spark reads for `records`: its compacted copy, else its parts."""
-        copy = {"sent": self.sent_copy, "received": self.received_copy}[records]
-        return (copy,) if copy is not None else self.parts(records)
+    @property
+    def compacted(self) -> bool:
+        return self.sent_copy is not None and self.received_copy is not None
 
 
 def sut_dirs(path: Path) -> list[Path]:
@@ -119,29 +116,30 @@ def check_inputs(sut_dir: Path) -> SutInputs:
 
 def compacted(inputs: SutInputs) -> SutInputs:
     """`inputs` with its parts compacted (analysis.compact): seconds of reading on the driver,
-    which `evbench analyze` spends while Spark starts."""
+    which `evbench analyze` spends while Spark starts. Into the SUT's analysis/records/, or,
+    where that cannot be written (a read-only run directory, a full disk), a directory of the
+    system's temporary one, said on stderr."""
     if inputs.compacted:
         return inputs
-    records = SutDir(inputs.path).analysis_records
-    copied = replace(
-        inputs,
-        sent_copy=_copy(inputs.sent_parts, SENT_FIELDS, records / "sent.parquet"),
-        received_copy=_copy(inputs.received_parts, RECEIVED_FIELDS, records / "received.parquet"),
-    )
-    # From the copy's footer (one file, not thousands) where there is one.
-    last = latest_intended_ns(copied.readable("sent"))
-    return replace(copied, last_intended_ns=last, compacted=True)
-
-
-def _copy(parts: tuple[Path, ...], fields: Sequence[Field], copy: Path) -> Path | None:
-    """The parts' compacted copy; None (read the parts) when there are none, or when the copy
-    cannot be written here (a read-only run directory, a full disk)."""
-    if not parts:
-        return None
     try:
-        return compact(parts, fields, copy)
-    except OSError:
-        return None
+        sent, received = _copies(inputs, SutDir(inputs.path).analysis_records)
+    except OSError as exc:
+        elsewhere = Path(tempfile.mkdtemp(prefix="evbench-records-"))
+        print(
+            f"{inputs.path}: cannot write its compacted records there ({exc.strerror}): "
+            f"writing them to {elsewhere} instead",
+            file=sys.stderr,
+        )
+        sent, received = _copies(inputs, elsewhere)
+    last = latest_intended_ns([sent.path])
+    return replace(inputs, last_intended_ns=last, sent_copy=sent, received_copy=received)
+
+
+def _copies(inputs: SutInputs, records: Path) -> tuple[Layout, Layout]:
+    sent = compact_sent(inputs.sent_parts, records / "sent.parquet")
+    assert sent.ranges is not None  # a sent layout carries its slot ranges
+    received = compact_received(inputs.received_parts, records / "received.parquet", sent.ranges)
+    return sent, received
 
 
 def inputs_for(path: Path, echo: Callable[[str], None]) -> list[SutInputs]:

@@ -10,11 +10,11 @@ digests and the cumulative line's points.
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
+from analysis.compact import Layout
 from analysis.digests import cumulative_points, from_bytes, line_tasks
 from analysis.export import export_knative
 from analysis.inputs import (
@@ -36,23 +37,21 @@ from analysis.inputs import (
     never_started,
     sut_dirs,
 )
-from analysis.load import load_records, with_run_columns
 from analysis.steprule import StepTotals
-from analysis.steps import POINTS_ARROW, StepContext, flat, merge_points, merge_seconds
-from analysis.summary import Sketch, SutFindings, headline, strict_json, summary
-from analysis.transforms import (
-    counted,
-    first_deliveries,
-    join_deliveries,
-    on_sender_clock,
-    step_inputs,
-    step_stats,
-    with_rule_columns,
+from analysis.steps import (
+    POINTS_ARROW,
+    STEP_ARROW,
+    StepContext,
+    flat,
+    merge_points,
+    merge_seconds,
 )
+from analysis.summary import Sketch, SutFindings, headline, strict_json, summary
+from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, plan, rule_events, run
 from contract.clocks import Correction, corrections_from, to_apply
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.layout import SutDir
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
+from contract.units import NS_PER_S
 
 # What callers of the job (evbench analyze, the tests) take from here.
 __all__ = [
@@ -68,6 +67,7 @@ __all__ = [
     "sut_dirs",
 ]
 
+STEP_SCHEMA = from_arrow_schema(STEP_ARROW)
 # Points in the latency-points view per SUT; above it, time buckets keep each bucket's maxima.
 POINTS_MAX = 100_000
 # A row of an aggregate on the driver (a second's counts, a point of a line).
@@ -92,10 +92,7 @@ def analyze(
     applied = {
         key: to_apply(offsets, opts.clock_correction) for key, offsets in measured_offsets.items()
     }
-    sent = _load_all(spark, checked, "sent", SENT_FIELDS)
-    received = _load_all(spark, checked, "received", RECEIVED_FIELDS)
-    corrections = {(key, w): c for key, found in applied.items() for w, c in found.items()}
-    found = _aggregate(spark, sent, received, opts, checked, corrections)
+    found = _aggregate(spark, opts, checked, applied)
     summaries = []
     for key, path in dirs.items():
         doc = summary(
@@ -132,20 +129,14 @@ class _Aggregates:
 
 def _aggregate(
     spark: SparkSession,
-    sent: DataFrame,
-    received: DataFrame,
     opts: AnalyzeOptions,
     checked: dict[str, SutInputs],
-    corrections: dict[tuple[str, int], Correction],
+    corrections: dict[str, dict[int, Correction]],
 ) -> _Aggregates:
-    """The chain of transforms. The events cross to Python once, grouped by (sut, step), and come
-    back as each step's aggregates and digests (analysis.steps): one Spark job. The per-second
-    digests are written by the executors that made them (never through the JVM or the driver);
-    the driver folds the cumulative lines from them, a step's file at a time."""
-    # Every sent event (warmup too) meets the deliveries in one full join: foreign ids fall out.
-    joined = join_deliveries(sent, first_deliveries(received))
-    # Received stamps onto the sender's clock first: every figure after uses them.
-    rows = on_sender_clock(counted(joined, opts.trim_s), corrections)
+    """One Spark job: a partition per task (analysis.tasks: a system's step, read from its
+    compacted records), each returning its step's aggregates and digests (analysis.steps). The
+    per-second digests are written by the executors that made them (never through the JVM or
+    the driver); the driver folds the cumulative lines from them, a step's file at a time."""
     dirs = {key: inputs.path for key, inputs in checked.items()}
     staging = Path(tempfile.mkdtemp(prefix=".evbench-digests-", dir=next(iter(dirs.values()))))
     try:
@@ -153,21 +144,67 @@ def _aggregate(
             start_ns={key: inputs.start_ns for key, inputs in checked.items()},
             bucket_ns={key: _bucket_ns(inputs) for key, inputs in checked.items()},
             staging=str(staging),
+            trim_ns=int(opts.trim_s * NS_PER_S),
+            corrections=corrections,
         )
-        # One job: the step stage's rows are what the driver needs (a few per step); the
-        # per-second digests are in `staging`.
-        found = from_steps(step_stats(step_inputs(rows), context).toArrow(), context.start_ns)
+        tasks = plan({key: _copies(inputs) for key, inputs in checked.items()})
+        found = from_steps(_each_task(spark, tasks, context).toArrow(), context.start_ns)
         order = {key: [t["step"] for t in steps] for key, steps in found.totals.items()}
         step_digest = {key: digest for key, (digest, _) in found.step_sketch.items()}
         pieces = line_tasks(step_digest, order, str(staging))
         found.cumulative = _by_sut(cumulative_points(pieces))
         _move_digests(staging, dirs)
+        if opts.export_knative:
+            export_knative(_task_events(spark, tasks, context), dirs)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    if opts.export_knative:
-        events = with_rule_columns(rows.where(F.col("is_sent").isNotNull()), ("sut", "seq"))
-        export_knative(events, dirs)
     return found
+
+
+def _copies(inputs: SutInputs) -> tuple[Layout, Layout]:
+    if inputs.sent_copy is None or inputs.received_copy is None:
+        raise ValueError(f"{inputs.path}: analysed before its records were compacted")
+    return inputs.sent_copy, inputs.received_copy
+
+
+def _each_task(spark: SparkSession, tasks: list[StepTask], context: StepContext) -> DataFrame:
+    """The tasks' STEP_ARROW rows, from a few partitions that each run a bin of tasks."""
+    bins = binned(tasks, _slots(spark))
+
+    def aggregates(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # One Arrow thread per task: the slots already keep every core busy, and Arrow's own
+        # pool on top of them only adds switching (measured: ~15 % of the tasks' CPU).
+        pa.set_cpu_count(1)
+        for batch in batches:
+            for number in batch.column(0).to_pylist():
+                for task in bins[number]:
+                    yield from run(task, context).to_batches()
+
+    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(aggregates, STEP_SCHEMA)
+
+
+def _task_events(spark: SparkSession, tasks: list[StepTask], context: StepContext) -> DataFrame:
+    """Every measured event with its outcomes and latencies, for the 2019 export, which plots
+    every event (analysis.tasks.rule_events): still on the executors, never on the driver."""
+    bins = binned(tasks, _slots(spark))
+
+    def events(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for number in batch.column(0).to_pylist():
+                for task in bins[number]:
+                    yield from rule_events(task, context).to_batches()
+
+    schema = from_arrow_schema(RULE_EVENTS_ARROW)
+    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(events, schema)
+
+
+def _slots(spark: SparkSession) -> int:
+    """How many tasks the cluster runs at once: its default parallelism (Spark Connect does not
+    tell it; then as many as this machine's cores)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext on this side
+        return os.cpu_count() or 1
 
 
 def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
@@ -178,20 +215,25 @@ def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
     seconds: dict[str, list[Row]] = {}
     points: dict[str, list[pa.Table]] = {}
     foreign: dict[str, int] = {}
-    medians = head.filter(pc.is_valid(head.column("second")))
-    e2e_points = _by_sut(medians.select(["sut", "step", "second", "p50_ms"]).to_pylist())
-    head = head.filter(pc.is_null(head.column("second")))
-    digests = head.filter(pc.is_valid(head.column("metric")))
+    # Each kind of row takes only its columns before it is filtered: the step rows' lists
+    # (seconds, points) are most of the table, and a filter copies every column it keeps.
+    per_second = pc.is_valid(head.column("second"))
+    medians = head.select(["sut", "step", "second", "p50_ms"]).filter(per_second)
+    e2e_points = _by_sut(medians.to_pylist())
+    has_metric = pc.is_valid(head.column("metric"))
+    digest_rows = pc.and_(pc.invert(per_second), has_metric)
+    digests = head.select(["sut", "metric", "step", "digest", "top_ms"]).filter(digest_rows)
     for sut, metric, step, data, top in zip(
         *(digests.column(n).to_pylist() for n in ("sut", "metric", "step", "digest", "top_ms")),
         strict=True,
     ):
         step_sketch[(sut, metric, step)] = (from_bytes(data), np.asarray(top, dtype=float))
-    steps = head.filter(pc.is_null(head.column("metric")))
-    for i in range(steps.num_rows):
-        sut, step = steps.column("sut")[i].as_py(), steps.column("step")[i].as_py()
-        if step is None:
-            foreign[sut] = steps.column("foreign")[i].as_py()
+    step_rows = pc.and_(pc.invert(per_second), pc.invert(has_metric))
+    steps = head.select(["sut", "step", "totals", "seconds", "points", "foreign"]).filter(step_rows)
+    names, numbers = steps.column("sut").to_pylist(), steps.column("step").to_pylist()
+    for i, (sut, step) in enumerate(zip(names, numbers, strict=True)):
+        if step is None:  # each task's count of its foreign deliveries
+            foreign[sut] = foreign.get(sut, 0) + steps.column("foreign")[i].as_py()
             continue
         totals.setdefault(sut, []).append(steps.column("totals")[i].as_py())
         seconds.setdefault(sut, []).extend(steps.column("seconds")[i].as_py())
@@ -232,24 +274,6 @@ def _bucket_ns(inputs: SutInputs) -> int:
     schedule, from the start to the last slot in sent/ (from the part files' footers)."""
     span_ns = max(0, (inputs.last_intended_ns or inputs.start_ns) - inputs.start_ns)
     return max(1, -(-span_ns // POINTS_MAX))
-
-
-def _load_all(
-    spark: SparkSession, checked: dict[str, SutInputs], name: str, fields: Sequence[Field]
-) -> DataFrame:
-    """One record directory of every SUT, tagged with its SUT key and schedule start."""
-    return _union(
-        with_run_columns(
-            load_records(spark, inputs.path / name, fields, inputs.readable(name)),
-            key,
-            inputs.start_ns,
-        )
-        for key, inputs in checked.items()
-    )
-
-
-def _union(frames: Iterable[DataFrame]) -> DataFrame:
-    return reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _by_sut(rows: Iterable[Row]) -> dict[str, list[Row]]:

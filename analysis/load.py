@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from analysis.schemas import spark_schema
 from contract.parquet import check_parts
@@ -35,12 +34,3 @@ def load_records(
         return spark.read.schema(schema).parquet(*map(str, paths))
     # No list given: the directory, which Spark lists in one go (skipping `.`/`_` files).
     return spark.read.schema(schema).parquet(str(directory))
-
-
-def with_run_columns(df: DataFrame, sut: str, start_ns: int) -> DataFrame:
-    """Tag a SUT's records so several SUTs can share one chain of transforms.
-
-    In the chain, `sut` is the job's key for one SUT directory (`s0`, `s1`, ...), not the SUT's
-    name: directories of different runs may hold systems of the same name. Names come back from
-    run.json when the job writes each directory's summary (analysis.summary)."""
-    return df.withColumn("sut", F.lit(sut)).withColumn("start_ns", F.lit(start_ns).cast("long"))

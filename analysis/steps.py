@@ -1,7 +1,7 @@
 """One (sut, step) group of events in, everything the job needs from that step out, in one pass.
 
-The events of a step cross from the JVM to a Python worker once, as Arrow. Its per-second
-digests (`analysis.digests.digest_rows`) are written where they are made
+A step's events are read and joined with their deliveries by its task (analysis.tasks). Its
+per-second digests (`analysis.digests.digest_rows`) are written where they are made
 (`analysis.digests.write_per_second`); what comes back are rows of `STEP_ARROW`:
 - the step's own digest per metric (`second` null) and the e2e median of each second;
 - one *step row* (`metric` null) carrying the step's `totals`, its per-second counts
@@ -14,14 +14,14 @@ Before, each of these was a Spark job of its own over the joined events, six shu
 millions of rows where one does. The rules are DESIGN §4's, applied by analysis.steprule, as the
 search's probe judge applies them.
 
-The group whose `step` is null holds the foreign deliveries (ids received, never sent): its step
-row carries their count (`foreign`) and nothing else.
+A row whose `step` is null carries a count of foreign deliveries (ids received, never sent,
+`foreign_row`) and nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,7 @@ from analysis.steprule import (
     seconds_since,
     step_totals,
 )
+from contract.clocks import Correction
 from contract.units import NS_PER_S
 
 # A step's totals on their way back to the driver (analysis.steprule.StepTotals, a test holds
@@ -100,13 +101,16 @@ STEP_ARROW = pa.schema(
 
 @dataclass(frozen=True)
 class StepContext:
-    """What every group of a SUT shares, handed to the Arrow function rather than repeated in
-    every row: its schedule start and point-bucket width, by SUT key, and the directory the
-    per-second digests are written to (analysis.digests.write_per_second)."""
+    """What every step of a SUT shares, handed to the task rather than repeated in every row:
+    its schedule start and point-bucket width, by SUT key; the directory the per-second digests
+    are written to (analysis.digests.write_per_second); the leading window left out (`--trim`);
+    and each SUT's clock corrections by sender worker (analysis.tasks.on_sender_clock)."""
 
     start_ns: Mapping[str, int]
     bucket_ns: Mapping[str, int]
     staging: str
+    trim_ns: int = 0
+    corrections: Mapping[str, Mapping[int, Correction]] = field(default_factory=dict)
 
 
 def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
@@ -114,8 +118,6 @@ def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
     (STEP_ARROW); its per-second digests go to `context.staging` (one file per step)."""
     sut = table.column("sut")[0].as_py()
     step = table.column("step")[0].as_py()
-    if step is None:
-        return _step_row(sut, None, foreign=table.num_rows)
     start_ns = context.start_ns[sut]
     flags = outcomes(table)
     latency = latencies(table, flags["ok"])
@@ -147,6 +149,12 @@ def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
             STEP_ARROW.field(name), pa.nulls(digests.num_rows, STEP_ARROW.field(name).type)
         )
     return pa.concat_tables([digests, row])
+
+
+def foreign_row(sut: str, foreign: int) -> pa.Table:
+    """The row that carries a count of foreign deliveries (ids received, never sent): the
+    driver adds up a SUT's."""
+    return _step_row(sut, None, foreign=foreign)
 
 
 def _step_row(

@@ -1,0 +1,239 @@
+"""The analysis' unit of work: one step of one system, its sent events and their deliveries read
+together from the compacted copies (analysis.compact), joined, and reduced to that step's
+aggregates (analysis.steps) in one Arrow pass.
+
+Spark runs the tasks (analysis.job): a partition per task, on any executor. No event crosses
+between the JVM and Python: each task reads its step's row groups with pyarrow where Spark would
+have read them and handed them over row by row (measured on a 3 M-event matrix: reading and
+crossing took 4-6 s of Spark's, where the files are read here in 0.1 s and the whole job's
+Python side is ~5 s of CPU). The compacted layout is what makes a step's data a few row groups
+on each side rather than a join across the run.
+
+A task of a routable system holds one step (`steps` of one), the deliveries whose ids name that
+step, and counts as foreign the deliveries among them no sent event of the step matches. One
+task per system holds the deliveries that name no step (NO_ROUTE): all foreign. A system whose
+ids do not carry their slots (analysis.routing) is one task holding everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from analysis.compact import Layout
+from analysis.routing import NO_ROUTE
+from analysis.steprule import LATENCIES_NS, latencies, outcomes
+from analysis.steps import STEP_ARROW, StepContext, aggregate_step, foreign_row
+from contract.clocks import Correction
+from contract.records import INFLIGHT_CAP_ERROR
+
+# What a task reads of each side.
+SENT_COLUMNS = (
+    "event_id",
+    "seq",
+    "step",
+    "warmup",
+    "decoy",
+    "target_rate_per_s",
+    "intended_ns",
+    "sent_ns",
+    "ack_ns",
+    "status",
+    "error",
+    "worker",
+)
+RECEIVED_COLUMNS = ("event_id", "received_ns")
+
+
+@dataclass(frozen=True)
+class StepTask:
+    """One system's step (or, `steps` empty, its deliveries that name no step): the row groups
+    of each compacted file that hold it."""
+
+    sut: str
+    steps: tuple[int, ...]
+    sent_path: str
+    sent_groups: tuple[int, ...]
+    received_path: str
+    received_groups: tuple[int, ...]
+    rows: int  # sent rows + received rows: the task's size, for the order they run in
+
+
+def plan(copies: Mapping[str, tuple[Layout, Layout]]) -> list[StepTask]:
+    """The tasks of every system (`copies`: SUT key -> its sent and received layouts), the
+    largest first so that the last to finish is a small one."""
+    tasks = []
+    for sut, (sent, received) in copies.items():
+        whole = sent.ranges is None or not sent.ranges.routable
+        keys = [sorted(set(sent.keys))] if whole else [[step] for step in sorted(set(sent.keys))]
+        if not whole and NO_ROUTE in received.keys:
+            keys.append([])
+        for steps in keys:
+            sent_groups = tuple(i for i, k in enumerate(sent.keys) if k in steps)
+            wanted = set(received.keys) if whole else set(steps) if steps else {NO_ROUTE}
+            received_groups = tuple(i for i, k in enumerate(received.keys) if k in wanted)
+            rows = _rows(sent.path, sent_groups) + _rows(received.path, received_groups)
+            tasks.append(
+                StepTask(
+                    sut,
+                    tuple(steps),
+                    str(sent.path),
+                    sent_groups,
+                    str(received.path),
+                    received_groups,
+                    rows,
+                )
+            )
+    return sorted(tasks, key=lambda t: -t.rows)
+
+
+# Partitions per task slot: each a bin of tasks. Spark pays ~70 ms per Python task (measured:
+# 72 one-row partitions took 2.7 s on 2 cores, 2 took 0.15 s), so a step is not a partition of
+# its own; two bins per slot even out slots that run at different speeds.
+BINS_PER_SLOT = 2
+
+
+def binned(tasks: Sequence[StepTask], slots: int) -> list[list[StepTask]]:
+    """The tasks in bins of nearly equal rows (largest first into the lightest bin), at most
+    BINS_PER_SLOT per slot; the heaviest bin first, as Spark runs partitions in order."""
+    count = max(1, min(len(tasks), slots * BINS_PER_SLOT))
+    bins: list[list[StepTask]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for task in sorted(tasks, key=lambda t: -t.rows):
+        lightest = loads.index(min(loads))
+        bins[lightest].append(task)
+        loads[lightest] += task.rows
+    return [bins[i] for i in sorted(range(count), key=lambda i: -loads[i])]
+
+
+def _rows(path: Path, groups: Iterable[int]) -> int:
+    metadata = pq.read_metadata(path)
+    return sum(metadata.row_group(i).num_rows for i in groups)
+
+
+def run(task: StepTask, context: StepContext) -> pa.Table:
+    """A task's STEP_ARROW rows: each of its steps' aggregates (`analysis.steps`), and a row
+    carrying the count of its foreign deliveries."""
+    events, foreign = counted_events(task, context)
+    parts = [foreign_row(task.sut, foreign)]
+    for table in by_step(events):
+        parts.append(aggregate_step(table, context=context))
+    return pa.concat_tables(parts).cast(STEP_ARROW)
+
+
+def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]:
+    """The task's measured events (warmup out, the first `trim` seconds out) with their first
+    delivery on the sender's clock (`received_ns`, null when none) and `deliveries`, as
+    analysis.steprule reads them; and how many distinct ids were received but never sent."""
+    sent = _read(task.sent_path, task.sent_groups, SENT_COLUMNS)
+    received = _read(task.received_path, task.received_groups, RECEIVED_COLUMNS)
+    firsts = first_deliveries(received)
+    matched = pc.is_in(firsts.column("event_id"), value_set=sent.column("event_id"))
+    foreign = firsts.num_rows - int(np.count_nonzero(matched.to_numpy(zero_copy_only=False)))
+    # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
+    events = sent.join(firsts, "event_id", join_type="left outer", use_threads=False)
+    events = _with(events, "deliveries", pc.fill_null(events.column("deliveries"), 0))
+    corrections = context.corrections.get(task.sut, {})
+    events = _with(events, "received_ns", on_sender_clock(events, corrections))
+    refused = pc.fill_null(pc.equal(events.column("error"), INFLIGHT_CAP_ERROR), False)
+    events = _with(events, "inflight_cap_refused", refused)
+    measured = pc.invert(events.column("warmup"))
+    if context.trim_ns > 0:  # sanitized figures: the leading window left out
+        window_ns = context.start_ns[task.sut] + context.trim_ns
+        in_window = pc.greater_equal(events.column("intended_ns"), window_ns)
+        measured = pc.and_(measured, in_window)
+    events = events.filter(measured)
+    # The group's key as the step pass reads it: one dictionary entry, not a string per row.
+    codes = pa.array(np.zeros(events.num_rows, np.int32))
+    return _with(events, "sut", pa.DictionaryArray.from_arrays(codes, [task.sut])), foreign
+
+
+# The per-event outcomes the 2019 export reads (analysis.steprule.outcomes), besides `duplicates`.
+RULE_FLAGS = ("ok", "send_failure", "delivered", "lost", "filtered", "leaked")
+RULE_EVENTS_ARROW = pa.schema(
+    [
+        ("sut", pa.string()),
+        ("seq", pa.int64()),
+        *((name, pa.int64()) for name in ("intended_ns", "sent_ns", "ack_ns", "received_ns")),
+        ("status", pa.int32()),
+        ("decoy", pa.bool_()),
+        ("deliveries", pa.int64()),
+        *((name, pa.bool_()) for name in RULE_FLAGS),
+        ("duplicates", pa.int64()),
+        *((f"{name}_ms", pa.float64()) for name in LATENCIES_NS),
+    ]
+)
+
+
+def rule_events(task: StepTask, context: StepContext) -> pa.Table:
+    """The task's measured events, each with its outcomes and `<latency>_ms` (RULE_EVENTS_ARROW),
+    for the 2019 export, which plots every event. Derived by the step rule itself
+    (analysis.steprule), so the export and the summary cannot disagree."""
+    events, _ = counted_events(task, context)
+    found = outcomes(events)
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {
+        name: events.column(name) for name in RULE_EVENTS_ARROW.names if name in events.schema.names
+    }
+    columns["sut"] = pa.array([task.sut] * events.num_rows, pa.string())
+    columns.update({name: pa.array(found[name]) for name in RULE_FLAGS})
+    columns["duplicates"] = pa.array(found["duplicates"], pa.int64())
+    columns.update(latencies(events, found["ok"]))
+    return pa.table(columns).select(RULE_EVENTS_ARROW.names).cast(RULE_EVENTS_ARROW)
+
+
+def first_deliveries(received: pa.Table) -> pa.Table:
+    """One row per delivered id: the first arrival (`received_ns`) and how many there were."""
+    found = received.group_by("event_id", use_threads=False).aggregate(
+        [("received_ns", "min"), ("received_ns", "count")]
+    )
+    return found.rename_columns(["event_id", "received_ns", "deliveries"])
+
+
+def on_sender_clock(events: pa.Table, corrections: Mapping[int, Correction]) -> pa.Array:
+    """`received_ns` moved onto the clock of the worker that sent the event: minus the
+    receiver's offset to that worker at the event's intended time (contract.clocks.Correction,
+    linear between the two measurements); events of other workers keep the receiver's stamp.
+    The offset is rounded half away from zero to whole ns before it is subtracted, so that no
+    stamp goes through a double (which at epoch nanoseconds resolves only 256 ns)."""
+    received = events.column("received_ns")
+    if not corrections or events.num_rows == 0:
+        return received
+    stamps = received.fill_null(0).to_numpy().copy()
+    worker = events.column("worker").to_numpy()
+    intended = events.column("intended_ns").to_numpy()
+    for number, correction in corrections.items():
+        here = worker == number
+        at = (intended[here] - correction.before.at_ns).astype(np.float64)
+        offset = float(correction.before.offset_ns) + correction.slope * at
+        stamps[here] -= (np.sign(offset) * np.floor(np.abs(offset) + 0.5)).astype(np.int64)
+    return pa.array(stamps, mask=np.asarray(received.is_null()))
+
+
+def by_step(events: pa.Table) -> Iterable[pa.Table]:
+    """The events of each step, a table per step in step order."""
+    if events.num_rows == 0:
+        return
+    steps = events.column("step").to_numpy()
+    if steps.min() == steps.max():
+        yield events
+        return
+    for step in np.unique(steps):
+        yield events.filter(pa.array(steps == step))
+
+
+def _read(path: str, groups: tuple[int, ...], columns: tuple[str, ...]) -> pa.Table:
+    return pq.ParquetFile(path).read_row_groups(
+        list(groups), columns=list(columns), use_threads=False
+    )
+
+
+def _with(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """`table` with column `name` replaced, or added."""
+    at = table.schema.get_field_index(name)
+    return table.set_column(at, name, column) if at >= 0 else table.append_column(name, column)
