@@ -132,20 +132,21 @@ def analyze_path(
     messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
     plot (analysis.insight)."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
-    from analysis.job import AnalyzeOptions, analyze, inputs_for
+    from analysis.job import AnalyzeOptions, analyze, never_started, sut_dirs
     from analysis.memory_job import is_memory_run
     from analysis.report import write_index, write_report
 
     thresholds = read_thresholds(thresholds_file)
     if is_memory_run(path):
         return analyze_memory_path(path, master, remote, verbose)
-    # Every input is checked before Spark starts (seconds): a bad path fails at once.
-    inputs = inputs_for(path, echo)
+    # A path that holds no system fails at once, before Spark starts; the part files' footers
+    # are checked (and compacted) while it starts.
+    count = sum(not never_started(t) for t in sut_dirs(path)) or 1
     echo(
-        f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
+        f"analysing {count} SUT director{'y' if count == 1 else 'ies'} "
         f"with Spark ({remote or master})"
     )
-    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose)
+    spark, inputs = _checked_while_spark_starts(path, master, remote, verbose)
     try:
         summaries = analyze(
             spark,
@@ -188,16 +189,17 @@ def read_thresholds(path: Path | None) -> Thresholds:
     return Thresholds.from_json(text, f"--thresholds {path}")
 
 
-def _compacted_while_spark_starts(
-    inputs: list[SutInputs], master: str, remote: str | None, verbose: bool
+def _checked_while_spark_starts(
+    path: Path, master: str, remote: str | None, verbose: bool
 ) -> tuple[SparkSession, list[SutInputs]]:
-    """A Spark session, and the inputs with their record parts compacted (reading, on a thread
-    that releases the GIL) while the JVM starts: seconds that would otherwise add up."""
-    from analysis.job import compacted
+    """A Spark session, and the systems under `path` checked (every part file's footer) and
+    their records compacted (reading, on a thread that releases the GIL) while the JVM starts:
+    seconds that would otherwise add up. A bad input stops the session and is raised."""
+    from analysis.job import compacted, inputs_for
     from analysis.spark import session
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        copies = pool.submit(lambda: [compacted(checked) for checked in inputs])
+        copies = pool.submit(lambda: [compacted(checked) for checked in inputs_for(path, echo)])
         spark = session(master, remote=remote, verbose=verbose)
         try:
             return spark, copies.result()
