@@ -177,15 +177,20 @@ def tail_figures(digest: fastdigest.TDigest, top: np.ndarray | None = None) -> T
 def _digest_metric(
     sut: str, step: int, metric: str, seconds: np.ndarray, values: np.ndarray
 ) -> pa.Table:
-    """One metric of one (sut, step): per-second digest rows and one whole-step row."""
-    order = np.argsort(seconds, kind="stable")
+    """One metric of one (sut, step): per-second digest rows and one whole-step row.
+
+    Every digest is fed its values in ascending order: fastdigest builds the same digest from
+    them (a test holds the bytes equal) in half the time (measured: 0.93 ms against 1.87 ms for
+    36,000 values; numpy sorts them in 0.12 ms)."""
+    order = np.argsort(seconds, kind="stable")  # nearly sorted already: seconds follow slots
     seconds, values = seconds[order], values[order]
     firsts, starts = np.unique(seconds, return_index=True)
     ends = np.append(starts[1:], len(values))
     chunks: list[tuple[int | None, np.ndarray]] = [
-        (int(s), values[a:b]) for s, a, b in zip(firsts, starts, ends, strict=True)
+        (int(s), np.sort(values[a:b])) for s, a, b in zip(firsts, starts, ends, strict=True)
     ]
-    chunks.append((None, values))  # the whole step, from its values rather than merged seconds
+    # The whole step, from its values rather than merged seconds.
+    chunks.append((None, np.sort(values)))
     rows: dict[str, list] = {name: [] for name in DIGEST_ARROW.names}
     means, weights, offsets = [], [], [0]
     for second, chunk in chunks:
@@ -271,8 +276,10 @@ def write_per_second(digests: pa.Table, staging: str, sut: str, step: int) -> No
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         # Dictionary encoding for the metric name only: tried on the digest blobs (each one
-        # unique) it cost five times the write (measured: 28 ms against 5 ms a step).
-        pq.write_table(table, partial, use_dictionary=["metric"])
+        # unique) it cost five times the write (measured: 28 ms against 5 ms a step); and
+        # statistics only where a reader filters, not on the centroids (6.2 -> 4.4 ms a file).
+        keys = [name for name in ("metric", "step", "second") if name in table.column_names]
+        pq.write_table(table, partial, use_dictionary=["metric"], write_statistics=keys)
         os.replace(partial, target)
 
 

@@ -162,25 +162,45 @@ def _step_row(
     step: int | None,
     totals: StepTotals | None = None,
     seconds: list[dict[str, Any]] | None = None,
-    points: list[dict[str, Any]] | None = None,
+    points: pa.StructArray | None = None,
     foreign: int = 0,
 ) -> pa.Table:
-    values: dict[str, list[Any]] = {name: [None] for name in STEP_ARROW.names}
-    values.update(
-        sut=[sut],
-        step=[step],
-        totals=[totals],
-        seconds=[seconds],
-        points=[points],
-        foreign=[foreign],
-    )
+    values: dict[str, Any] = {name: [None] for name in STEP_ARROW.names}
+    values.update(sut=[sut], step=[step], totals=[totals], seconds=[seconds], foreign=[foreign])
+    if points is not None:  # one list of them, built from its arrays (thousands of buckets)
+        offsets = pa.array([0, len(points)], pa.int32())
+        values["points"] = pa.ListArray.from_arrays(offsets, points).cast(
+            STEP_ARROW.field("points").type
+        )
     return pa.table(values, schema=STEP_ARROW)
 
 
-def _sum_by(keys: np.ndarray, **weights: np.ndarray) -> pa.Table:
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys ascending, each key's index among them). Keys are seconds or buckets,
+    which span a narrow range: counted directly there, sorted only where they spread wide
+    (a stamp hours off)."""
+    if len(keys) == 0:
+        return keys, keys
+    low = int(keys.min())
+    span = int(keys.max()) - low + 1
+    if span > 4 * len(keys) + 1024:
+        return np.unique(keys, return_inverse=True)
+    present = np.bincount(keys - low, minlength=span) > 0
+    slot = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, slot[keys - low]
+
+
+def _sum_by(keys: np.ndarray, **weights: np.ndarray) -> dict[int, dict[str, int]]:
     """Per distinct key: the sum of each weight (booleans count)."""
-    columns = {"key": keys, **{name: w.astype(np.int64) for name, w in weights.items()}}
-    return pa.table(columns).group_by("key").aggregate([(n, "sum") for n in weights])
+    distinct, index = _groups(keys)
+    sums = {
+        name: np.bincount(index, weights=w.astype(np.int64), minlength=len(distinct))
+        for name, w in weights.items()
+    }
+    return {
+        int(key): {name: int(column[i]) for name, column in sums.items()}
+        for i, key in enumerate(distinct.tolist())
+    }
 
 
 def second_counts(table: pa.Table, flags: Outcomes, start_ns: int) -> list[dict[str, Any]]:
@@ -197,11 +217,10 @@ def second_counts(table: pa.Table, flags: Outcomes, start_ns: int) -> list[dict[
         send_failures=flags["send_failure"],
         lost=flags["lost"],
     )
-    targets = (
-        pa.table({"key": due, "t": ints(table, "target_rate_per_s")})
-        .group_by("key")
-        .aggregate([("t", "max")])
-    )
+    distinct, index = _groups(due)
+    highest = np.zeros(len(distinct), np.int64)
+    np.maximum.at(highest, index, ints(table, "target_rate_per_s").astype(np.int64))
+    targets = dict(zip(distinct.tolist(), highest.tolist(), strict=True))
     by_send = _sum_by(
         seconds_since(sent[was_sent], start_ns),
         sent=ones[was_sent],
@@ -210,43 +229,33 @@ def second_counts(table: pa.Table, flags: Outcomes, start_ns: int) -> list[dict[
     by_delivery = _sum_by(seconds_since(received[delivered], start_ns), delivered=ones[delivered])
     rows: dict[int, dict] = {}
     for part in (by_intent, by_send, by_delivery):
-        for record in part.to_pylist():
-            row = rows.setdefault(record.pop("key"), dict.fromkeys(SECOND_COUNTS, 0))
-            row.update({name.removesuffix("_sum"): value for name, value in record.items()})
+        for key, sums in part.items():
+            rows.setdefault(key, dict.fromkeys(SECOND_COUNTS, 0)).update(sums)
     step = table.column("step")[0].as_py()
-    for second, target in zip(
-        targets.column("key").to_pylist(), targets.column("t_max").to_pylist(), strict=True
-    ):
+    for second, target in targets.items():
         rows[second].update(step=step, target_rate_per_s=target)
     return [{"second": second, **row} for second, row in sorted(rows.items())]
 
 
 def point_buckets(
     table: pa.Table, latency: dict[str, pa.Array], start_ns: int, bucket_ns: int
-) -> list[dict]:
+) -> pa.StructArray:
     """Time buckets of `bucket_ns` by intended time: each keeps its first instant, its event
     count and the maximum of each latency, so spikes are never averaged away."""
     intended = ints(table, "intended_ns")
-    buckets = pa.table(
-        {
-            "bucket": (intended - start_ns) // bucket_ns,
-            "t_ns": intended,
-            "publish_ms": latency["publish_ms"],
-            "e2e_ms": latency["e2e_ms"],
-        }
-    )
-    found = buckets.group_by("bucket").aggregate(
-        [("t_ns", "min"), ("t_ns", "count"), ("publish_ms", "max"), ("e2e_ms", "max")]
-    )
-    return pa.table(
-        {
-            "bucket": found.column("bucket"),
-            "t_ns": found.column("t_ns_min"),
-            "events": found.column("t_ns_count"),
-            "publish_ms": found.column("publish_ms_max"),
-            "e2e_ms": found.column("e2e_ms_max"),
-        }
-    ).to_pylist()
+    order = np.argsort((intended - start_ns) // bucket_ns, kind="stable")  # nearly sorted
+    buckets = ((intended - start_ns) // bucket_ns)[order]
+    starts = np.flatnonzero(np.diff(buckets, prepend=buckets[:1] - 1)) if len(buckets) else buckets
+    found = {
+        "bucket": pa.array(buckets[starts]),
+        "t_ns": pa.array(np.minimum.reduceat(intended[order], starts) if len(starts) else starts),
+        "events": pa.array(np.diff(np.append(starts, len(buckets)))),
+    }
+    for name in ("publish_ms", "e2e_ms"):
+        values = latency[name].to_numpy(zero_copy_only=False)[order]  # nulls are NaN
+        highest = np.fmax.reduceat(values, starts) if len(starts) else values
+        found[name] = pa.array(highest, from_pandas=True)  # NaN: no value in the bucket
+    return pa.StructArray.from_arrays(list(found.values()), fields=list(POINT_ARROW))
 
 
 def merge_seconds(parts: Iterable[dict], start_ns: int) -> list[dict]:

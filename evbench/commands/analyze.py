@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -135,6 +134,7 @@ def analyze_path(
     from analysis.job import AnalyzeOptions, analyze, never_started, sut_dirs
     from analysis.memory_job import is_memory_run
     from analysis.report import write_index, write_report
+    from analysis.spark import stop_soon
 
     thresholds = read_thresholds(thresholds_file)
     if is_memory_run(path):
@@ -162,9 +162,8 @@ def analyze_path(
     except BaseException:
         spark.stop()
         raise
-    # The reports need no Spark: they are written while it stops (a second of the JVM's).
-    stopping = threading.Thread(target=spark.stop, name="spark-stop")
-    stopping.start()
+    # The reports need no Spark: they are written while it stops.
+    stopped = stop_soon(spark)
     try:
         for checked in inputs:
             echo(f"  -> {write_report(checked.path, plot_metrics=plot_metrics)}")
@@ -172,7 +171,7 @@ def analyze_path(
         analysed = [summary.parent.parent for summary in analysed_summaries(run_dir)]
         echo(f"  -> {write_index(run_dir, analysed)}")
     finally:
-        stopping.join()
+        stopped()
     return 1 if any(s["instrument_failures"] for s in summaries) else 0
 
 

@@ -111,3 +111,26 @@ def test_the_jvm_class_archive_is_written_once_then_used(tmp_path, monkeypatch):
     assert not dead.exists() and not late.exists()  # one taken, the other removed
     monkeypatch.setenv("EVBENCH_JVM_ARCHIVE", "off")
     assert class_data_sharing(tmp_path) is None
+
+
+# A session stopped soon, then another: the second must be a new, working session; and the
+# JVM's context is stopped when the wait returns.
+STOP_SOON_THEN_START = """
+from analysis.spark import session, stop_soon
+first = session("local[1]", "evbench-tests")
+context = first.sparkContext
+stopped = stop_soon(first)
+stopped()
+print("jvm context stopped:", context._jsc is None)
+second = session("local[1]", "evbench-tests")
+print("new session:", second is not first, second.range(5).count())
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.e2e
+def test_a_session_stopped_soon_is_never_handed_out_again():
+    result = _run([sys.executable, "-c", STOP_SOON_THEN_START])
+    assert result.returncode == 0, result.stderr
+    assert "jvm context stopped: True" in result.stdout, result.stdout
+    assert "new session: True 5" in result.stdout, result.stdout

@@ -1,9 +1,18 @@
 """The step stage's merges on the driver (pure): what two steps' partial rows make together."""
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.steps import POINT_ARROW, StepContext, aggregate_step, merge_points, merge_seconds
+from analysis.steps import (
+    POINT_ARROW,
+    StepContext,
+    _groups,
+    aggregate_step,
+    merge_points,
+    merge_seconds,
+    point_buckets,
+)
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
@@ -99,3 +108,34 @@ def test_the_totals_crossing_back_from_spark_are_the_step_rules():
     from analysis.steps import TOTALS_ARROW
 
     assert [f.name for f in TOTALS_ARROW] == list(StepTotals.__annotations__)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [3, 1, 3, 2, 1],
+        [-2, 5, -2, 0],  # seconds before the schedule start
+        [0, 10**9, 0, 7],  # a stamp far off: spread wide, sorted instead of counted
+        [],
+    ],
+)
+def test_groups_give_each_key_its_index_among_the_distinct_ones(keys):
+    keys = np.asarray(keys, dtype=np.int64)
+    distinct, index = _groups(keys)
+    assert distinct.tolist() == sorted(set(keys.tolist()))
+    assert distinct[index].tolist() == keys.tolist()
+
+
+def test_point_buckets_keep_each_buckets_first_instant_count_and_maxima():
+    intended = np.array([T0 + 5, T0 + 1, T0 + S + 2, T0 + 3 * S], dtype=np.int64)
+    table = pa.table({"intended_ns": intended})
+    latency = {
+        "publish_ms": pa.array([1.0, 4.0, None, None], pa.float64()),
+        "e2e_ms": pa.array([None, 2.0, 3.0, None], pa.float64()),
+    }
+    points = point_buckets(table, latency, T0, S).to_pylist()
+    assert points == [
+        {"bucket": 0, "t_ns": T0 + 1, "events": 2, "publish_ms": 4.0, "e2e_ms": 2.0},
+        {"bucket": 1, "t_ns": T0 + S + 2, "events": 1, "publish_ms": None, "e2e_ms": 3.0},
+        {"bucket": 3, "t_ns": T0 + 3 * S, "events": 1, "publish_ms": None, "e2e_ms": None},
+    ]
