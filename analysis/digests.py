@@ -1,5 +1,5 @@
-"""T-Digests: built in Spark (Arrow UDFs with fastdigest), merged into per-step, whole-run and
-cumulative figures.
+"""T-Digests: built by the analysis' tasks on Spark's executors (fastdigest), merged into
+per-step, whole-run and cumulative figures.
 
 Each (sut, step) group (`analysis.steps`) builds, per metric, that step's per-second digests and
 the step's own digest (from all its values) in one pass. Between stages digests travel as
@@ -309,7 +309,7 @@ def cumulative_line(
 
 
 def cumulative_points(tasks: Iterable[tuple]) -> Iterator[dict]:
-    """The cumulative lines' points, from the per-second digests the step stage wrote
+    """The cumulative lines' points, from the per-second digests the tasks wrote
     (`write_per_second`), one (sut, metric, step, prefix, path) piece of line at a time
     (`line_tasks`): one step's file in memory at a time.
 

@@ -1,10 +1,10 @@
 """`evbench analyze`: a SUT directory's records -> analysis/{metrics.parquet, steps.csv,
 digests.parquet, points.parquet, cumulative.parquet, summary.json}.
 
-Reads (analysis.inputs, analysis.load), chains the transforms (analysis.transforms, whose step
-stage applies analysis.steprule per step), writes; summary.json is the pure analysis.summary's.
-Only aggregates reach the driver: per-second counts, per-step totals, per-step (compressed)
-digests and the cumulative line's points.
+Checks and compacts the inputs (analysis.inputs, analysis.compact), plans a task per system and
+step (analysis.tasks), runs them in one Spark job, folds what they return on the driver, writes;
+summary.json is the pure analysis.summary's. Only aggregates reach the driver: per-second
+counts, per-step totals, per-step (compressed) digests and the cumulative line's points.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def analyze(
     opts: AnalyzeOptions,
     echo: Callable[[str], None] = lambda line: None,
 ) -> list[SummaryDoc]:
-    """Analyse SUT directories together: one chain of Spark jobs for all of them. Reads, chains
-    the transforms into per-SUT aggregates, then per SUT: a pure summary and its files."""
+    """Analyse SUT directories together: one Spark job for all of them, its tasks' rows folded
+    into per-SUT aggregates, then per SUT: a pure summary and its files."""
     # Inputs `evbench analyze` compacted while Spark started are taken as they are.
     checked = {
         f"s{i}": compacted(t if isinstance(t, SutInputs) else check_inputs(t))
@@ -302,7 +302,7 @@ def _write_table(path: Path, rows: list[Row]) -> None:
 
 
 def _move_digests(staging: Path, dirs: dict[str, Path]) -> None:
-    """Each SUT's per-second digests, written by the step stage, into its digests.parquet."""
+    """Each SUT's per-second digests, written by its tasks, into its digests.parquet."""
     for key, path in dirs.items():
         target = SutDir(path).digests_parquet
         target.parent.mkdir(exist_ok=True)

@@ -9,9 +9,10 @@ the peak RSS of the whole process tree (the JVM included). `--scales 1,2,4` does
 every step carrying 2x and 4x the events and prints how wall time grows against the data.
 `--tiny` times a 200-event run (one SUT, 100/s for 2 s) the same way.
 
-`--breakdown` runs the first scale once more with Spark's event log on and prints where the time
-went: each Spark job and stage, its wall time, tasks, records read and bytes shuffled, and the
-files Spark opened.
+`--breakdown` runs the first scale twice more and prints where the time went: phase by phase
+(benchmarks/analysis_phases.py: Spark's start, the tasks' job, the driver's work, the reports),
+the tasks' CPU split (reading, joining, the step pass, writing), and from Spark's event log
+each job and stage, its wall time, tasks, records read and bytes shuffled.
 
 Then prints the digest stage's values/s (fastdigest, as the job builds per-second digests) and
 the pure-python `tdigest` package on the same data, and the cost per event of the export's
@@ -204,7 +205,14 @@ def measure(run_dir: Path, events: int, repeats: int, export_knative: bool) -> f
 
 
 def breakdown(run_dir: Path) -> None:
-    """One more analysis with Spark's event log: where its time went."""
+    """Two more analyses: one timed phase by phase (benchmarks/analysis_phases.py, which also
+    splits the tasks' CPU), one with Spark's event log: its jobs, stages and shuffles."""
+    phases = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("analysis_phases.py")), str(run_dir)],
+        capture_output=True,
+        text=True,
+    )
+    print(phases.stdout.rstrip() if phases.returncode == 0 else phases.stderr[-3000:])
     logs = Path(tempfile.mkdtemp(prefix="evbench-eventlog-"))
     conf = {
         "spark.eventLog.enabled": "true",
@@ -214,14 +222,14 @@ def breakdown(run_dir: Path) -> None:
     submit = " ".join(f"--conf {k}={v}" for k, v in conf.items())
     try:
         wall, _ = time_analyze(run_dir, False, {"PYSPARK_SUBMIT_ARGS": f"{submit} pyspark-shell"})
-        print(f"  breakdown of one analysis ({wall:.1f} s wall in all):")
+        print(f"  Spark's jobs in one analysis ({wall:.1f} s wall in all):")
         for line in stage_lines(next(logs.rglob("events_*"))):
             print("   ", line)
     finally:
         shutil.rmtree(logs, ignore_errors=True)
     copies = list(run_dir.glob("*/analysis/records/*.parquet"))
     parts = [p for d in ("sent", "received") for p in run_dir.glob(f"*/{d}/*.parquet")]
-    print(f"  files Spark read: {len(copies)} (the compacted copies of {len(parts):,} part files)")
+    print(f"  files the tasks read: {len(copies)} (the compacted copies of {len(parts):,} parts)")
 
 
 def stage_lines(event_log: Path) -> list[str]:
