@@ -69,15 +69,22 @@ def manifest(parts: Sequence[Path]) -> list[list]:
     return [[name, stat.st_size, stat.st_mtime_ns] for name, stat in stats]
 
 
+def holds(copy: Path, parts: Sequence[Path]) -> bool:
+    """Whether `copy` was compacted from exactly these parts as they are now."""
+    try:
+        held = (pq.read_metadata(copy).metadata or {}).get(MANIFEST_KEY)
+    except (pa.ArrowException, OSError):
+        return False
+    return held is not None and json.loads(held) == manifest(parts)
+
+
 def read_layout(copy: Path, parts: Sequence[Path], routed_by: SeqRanges | None) -> Layout | None:
     """The layout of `copy` if it holds exactly these parts as they are now, in this layout
     version (and, for received, routed by these ranges); None otherwise."""
-    try:
-        metadata = pq.read_metadata(copy).metadata or {}
-    except (pa.ArrowException, OSError):
+    if not holds(copy, parts):
         return None
-    held, layout = metadata.get(MANIFEST_KEY), metadata.get(LAYOUT_KEY)
-    if held is None or layout is None or json.loads(held) != manifest(parts):
+    layout = (pq.read_metadata(copy).metadata or {}).get(LAYOUT_KEY)
+    if layout is None:
         return None
     found = json.loads(layout)
     if found.get("version") != LAYOUT_VERSION:

@@ -17,13 +17,13 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import Layout, compact_received, compact_sent
+from analysis.compact import Layout, compact_received, compact_sent, holds
 from analysis.verdicts import Thresholds
 from contract.documents import RunDoc, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.parquet import check_parts, part_files
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,10 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     a bad path, and the error names the file)."""
     run = read_run_json(sut_dir)
     layout = SutDir(sut_dir)
-    sent = tuple(check_parts(layout.sent, SENT_FIELDS))
-    received = tuple(check_parts(layout.received, RECEIVED_FIELDS))
+    sent = _checked_parts(layout.sent, SENT_FIELDS, layout.analysis_records / "sent.parquet")
+    received = _checked_parts(
+        layout.received, RECEIVED_FIELDS, layout.analysis_records / "received.parquet"
+    )
     start_ns, source = schedule_start_ns(run), "run.json"
     if not start_ns and sent:
         start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
@@ -112,6 +114,17 @@ def check_inputs(sut_dir: Path) -> SutInputs:
             "started, nothing to analyse"
         )
     return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
+
+
+def _checked_parts(directory: Path, fields: Sequence[Field], copy: Path) -> tuple[Path, ...]:
+    """The part files of `directory`, each one's footer checked, unless the compacted copy
+    holds them as they are now: their footers were checked before they were copied, and a part
+    changed since would show in its size or modification time (measured: 0.6 s to read the
+    4,680 footers of a 1k-2k matrix, 20 ms to compare the manifest)."""
+    parts = part_files(directory)
+    if parts and holds(copy, parts):
+        return tuple(parts)
+    return tuple(check_parts(directory, fields))
 
 
 def compacted(inputs: SutInputs) -> SutInputs:

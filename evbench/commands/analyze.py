@@ -131,20 +131,19 @@ def analyze_path(
     messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
     plot (analysis.insight)."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
-    from analysis.inputs import never_started, sut_dirs
+    from analysis.inputs import inputs_for
     from analysis.memory_job import is_memory_run
 
     thresholds = read_thresholds(thresholds_file)
     if is_memory_run(path):
         return analyze_memory_path(path, master, remote, verbose)
-    # A path that holds no system fails at once, before Spark starts; the part files' footers
-    # are checked (and compacted) while it starts.
-    count = sum(not never_started(t) for t in sut_dirs(path)) or 1
+    # Every input is checked before Spark starts (a second at most): a bad path fails at once.
+    inputs = inputs_for(path, echo)
     echo(
-        f"analysing {count} SUT director{'y' if count == 1 else 'ies'} "
+        f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
         f"with Spark ({remote or master})"
     )
-    spark, inputs = _checked_while_spark_starts(path, master, remote, verbose)
+    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose)
     from analysis.job import AnalyzeOptions, analyze
     from analysis.report import write_index, write_report
     from analysis.spark import stop_soon
@@ -190,26 +189,25 @@ def read_thresholds(path: Path | None) -> Thresholds:
     return Thresholds.from_json(text, f"--thresholds {path}")
 
 
-def _checked_while_spark_starts(
-    path: Path, master: str, remote: str | None, verbose: bool
+def _compacted_while_spark_starts(
+    inputs: list[SutInputs], master: str, remote: str | None, verbose: bool
 ) -> tuple[SparkSession, list[SutInputs]]:
-    """A Spark session, started on a thread first thing, and meanwhile here: the analysis and
-    the reports imported, the systems under `path` checked (every part file's footer) and their
-    records compacted. Seconds that would otherwise add up (measured: the imports alone were
-    0.4 s in front of the JVM's start). A bad input stops the session and is raised."""
+    """A Spark session, started on a thread, and meanwhile here: the analysis and the reports
+    imported, the inputs' records compacted. Seconds that would otherwise add up (measured:
+    the imports alone were 0.4 s in front of the JVM's start). An error stops the session."""
     from analysis.spark import session
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         starting = pool.submit(session, master, remote=remote, verbose=verbose)
         try:
             import analysis.report  # noqa: F401  (plotly: imported while the JVM starts)
-            from analysis.job import compacted, inputs_for
+            from analysis.job import compacted
 
-            inputs = [compacted(checked) for checked in inputs_for(path, echo)]
+            copies = [compacted(checked) for checked in inputs]
         except BaseException:
             starting.result().stop()
             raise
-        return starting.result(), inputs
+        return starting.result(), copies
 
 
 def analyze_memory_path(

@@ -219,3 +219,18 @@ def test_records_that_cannot_be_compacted_in_place_go_to_a_temporary_directory(t
     assert pq.read_metadata(found.sent_copy.path).num_rows == rows > 0
     assert f"writing them to {found.sent_copy.path.parent}" in capsys.readouterr().err
     shutil.rmtree(found.sent_copy.path.parent)
+
+
+def test_footers_are_read_again_once_a_compacted_part_changed(tmp_path):
+    # A compacted run's parts are not re-read (the copy's manifest vouches for them) until one
+    # changes: then its footer is checked, and a torn one named.
+    from analysis.inputs import check_inputs, compacted
+    from tests.analysis.crafted import craft
+
+    sut, _ = craft(tmp_path / "runs")
+    compacted(check_inputs(sut))
+    assert check_inputs(sut).sent_parts  # as compacted: taken on the manifest's word
+    victim = sorted((sut / "sent").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    with pytest.raises(RecordFileError, match=victim.name):
+        check_inputs(sut)
