@@ -56,7 +56,7 @@ def timed(module: Any, name: str, phase: str) -> None:
 
 
 def phases(run_dir: Path) -> None:
-    timed(analysis.job, "inputs_for", "check the part files (thread, beside Spark's start)")
+    timed(analysis.inputs, "inputs_for", "check the inputs (footers, unless compacted as they are)")
     timed(analysis.job, "compacted", "compact them (thread, beside Spark's start)")
     timed(analysis.spark, "session", "Spark session start")
     timed(analysis.job, "plan", "plan the tasks (footers)")
