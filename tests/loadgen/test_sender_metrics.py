@@ -69,6 +69,13 @@ def _settled(figures: dict[str, Any]) -> bool:
     )
 
 
+def _between(figures: dict[str, Any], after_step: int) -> bool:
+    """After step `after_step`, before the next: its number still shown, no target rate."""
+    return bool(
+        figures[P + "step"] == after_step and figures[P + "target_rate_events_per_second"] == 0
+    )
+
+
 def _expected(rows: list[dict], start: str, end: str) -> list[int]:
     """The cumulative buckets the records make, counted here one row at a time."""
     values = [max(0, r[end] - r[start]) for r in rows if r[end] is not None]
@@ -109,8 +116,9 @@ def test_a_senders_metrics_follow_its_run_and_add_up_to_its_records(tmp_path, re
         child.stop()
     rows = read_parts(tmp_path / "sent", SENT_FIELDS).to_pylist()
     assert max(s[P + "target_rate_events_per_second"] for s in scrapes) == 300
-    # Between the steps, the scrape is exactly the first step's records.
-    settled = next(s for s in scrapes if _settled(s) and s[P + "step"] == 1)
+    # Between the steps (step 1 done, no target yet: a sender caught up within a step is
+    # settled too), the scrape is exactly the first step's records.
+    settled = next(s for s in scrapes if _settled(s) and _between(s, after_step=1))
     first = [r for r in rows if r["step"] == 1]
     assert settled[P + "events_sent_total"] == len(first) == 300
     assert settled[P + "target_rate_events_per_second"] == 0
