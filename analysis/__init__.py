@@ -1,5 +1,6 @@
-"""The Spark analysis of recorded runs: load -> join -> metrics -> digests -> verdicts -> reports.
+"""The analysis of recorded runs: compact -> a task per system and step, run by Spark (join,
+counts, digests) -> summaries and verdicts on the driver -> reports.
 
-Every transform is a `DataFrame -> DataFrame` function; `analysis.job` only reads, chains and
-writes. Raw events are never collected to the driver: only per-second aggregates and digests are.
+`analysis.job` only checks, plans, runs and writes. Raw events are never collected to the
+driver: only per-step and per-second aggregates and digests are.
 """

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +59,14 @@ class Layout:
     keys: tuple[int, ...]
     ranges: SeqRanges | None = None
 
-    def groups(self, key: int) -> list[int]:
-        return [i for i, k in enumerate(self.keys) if k == key]
+    def groups(self, keys: Iterable[int]) -> tuple[int, ...]:
+        """The row groups that hold these keys, in file order."""
+        wanted = set(keys)
+        return tuple(i for i, k in enumerate(self.keys) if k in wanted)
+
+    def rows(self, groups: Iterable[int]) -> int:
+        metadata = pq.read_metadata(self.path)
+        return sum(metadata.row_group(i).num_rows for i in groups)
 
 
 def manifest(parts: Sequence[Path]) -> list[list]:
@@ -83,11 +89,14 @@ def read_layout(copy: Path, parts: Sequence[Path], routed_by: SeqRanges | None) 
     version (and, for received, routed by these ranges); None otherwise."""
     if not holds(copy, parts):
         return None
-    layout = (pq.read_metadata(copy).metadata or {}).get(LAYOUT_KEY)
+    metadata = pq.read_metadata(copy)
+    layout = (metadata.metadata or {}).get(LAYOUT_KEY)
     if layout is None:
         return None
     found = json.loads(layout)
-    if found.get("version") != LAYOUT_VERSION:
+    # A footer whose keys do not match its row groups one for one is not trusted: a task would
+    # read the wrong step.
+    if found.get("version") != LAYOUT_VERSION or len(found["keys"]) != metadata.num_row_groups:
         return None
     if routed_by is not None and found.get("routed_by") != _routing_json(routed_by):
         return None
@@ -166,6 +175,8 @@ def _write(
             writer.add_key_value_metadata(
                 {LAYOUT_KEY: json.dumps({"version": LAYOUT_VERSION, "keys": keys, **layout()})}
             )
+        if pq.read_metadata(partial).num_row_groups != len(keys):
+            raise RecordFileError(f"{copy}: its row groups do not match the keys written for them")
         os.replace(partial, copy)
     finally:
         partial.unlink(missing_ok=True)

@@ -7,8 +7,6 @@ starts, and a bad path is named in seconds.
 from __future__ import annotations
 
 import json
-import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -128,22 +126,21 @@ def _checked_parts(directory: Path, fields: Sequence[Field], copy: Path) -> tupl
 
 
 def compacted(inputs: SutInputs) -> SutInputs:
-    """`inputs` with its parts compacted (analysis.compact): seconds of reading on the driver,
-    which `evbench analyze` spends while Spark starts. Into the SUT's analysis/records/, or,
-    where that cannot be written (a read-only run directory, a full disk), a directory of the
-    system's temporary one, said on stderr."""
+    """`inputs` with its parts compacted (analysis.compact) into the SUT's analysis/records/:
+    seconds of reading on the driver, which `evbench analyze` spends while Spark starts. Where
+    they cannot be written, nor can the analysis' own files beside them: said, and nothing is
+    analysed."""
     if inputs.compacted:
         return inputs
+    records = SutDir(inputs.path).analysis_records
     try:
-        sent, received = _copies(inputs, SutDir(inputs.path).analysis_records)
+        sent, received = _copies(inputs, records)
     except OSError as exc:
-        elsewhere = Path(tempfile.mkdtemp(prefix="evbench-records-"))
-        print(
-            f"{inputs.path}: cannot write its compacted records there ({exc.strerror}): "
-            f"writing them to {elsewhere} instead",
-            file=sys.stderr,
-        )
-        sent, received = _copies(inputs, elsewhere)
+        raise EvbenchError(
+            f"{records}: cannot write the compacted records ({exc.strerror or exc}): the "
+            "analysis writes its files in the system's directory; check its permissions and the "
+            "disk's free space"
+        ) from exc
     last = latest_intended_ns([sent.path])
     return replace(inputs, last_intended_ns=last, sent_copy=sent, received_copy=received)
 

@@ -10,7 +10,6 @@ counts, per-step totals, per-step (compressed) digests and the cumulative line's
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from analysis.compact import Layout
 from analysis.digests import cumulative_points, from_bytes, line_tasks
@@ -107,7 +107,7 @@ def analyze(
 
 @dataclass
 class _Aggregates:
-    """What the chain leaves on the driver, keyed by SUT key (`s0`, `s1`, ...): aggregates
+    """What the job leaves on the driver, keyed by SUT key (`s0`, `s1`, ...): aggregates
     only, never raw events."""
 
     metrics: dict[str, list[Row]]  # per second
@@ -134,10 +134,11 @@ def _aggregate(
     checked: dict[str, SutInputs],
     corrections: dict[str, dict[int, Correction]],
 ) -> _Aggregates:
-    """One Spark job: a partition per task (analysis.tasks: a system's step, read from its
-    compacted records), each returning its step's aggregates and digests (analysis.steps). The
-    per-second digests are written by the executors that made them (never through the JVM or
-    the driver); the driver folds the cumulative lines from them, a step's file at a time."""
+    """One Spark job: a partition per bin of tasks (analysis.tasks: a system's step, read from
+    its compacted records), each task returning its step's aggregates and digests
+    (analysis.steps). The per-second digests are written by the executors that made them
+    (never through the JVM or the driver); the driver folds the cumulative lines from them, a
+    step's file at a time."""
     dirs = {key: inputs.path for key, inputs in checked.items()}
     staging = Path(tempfile.mkdtemp(prefix=".evbench-digests-", dir=next(iter(dirs.values()))))
     try:
@@ -172,30 +173,32 @@ def _copies(inputs: SutInputs) -> tuple[Layout, Layout]:
 
 def _each_task(spark: SparkSession, tasks: list[StepTask], context: StepContext) -> DataFrame:
     """The tasks' STEP_ARROW rows, from a few partitions that each run a bin of tasks."""
-    bins = binned(tasks, _slots(spark))
-
-    def aggregates(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for number in batch.column(0).to_pylist():
-                for task in bins[number]:
-                    yield from run(task, context).to_batches()
-
-    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(aggregates, STEP_SCHEMA)
+    return _binned(spark, tasks, lambda task: run(task, context), STEP_SCHEMA)
 
 
 def _task_events(spark: SparkSession, tasks: list[StepTask], context: StepContext) -> DataFrame:
     """Every measured event with its outcomes and latencies, for the 2019 export, which plots
     every event (analysis.tasks.rule_events): still on the executors, never on the driver."""
-    bins = binned(tasks, _slots(spark))
+    schema = from_arrow_schema(RULE_EVENTS_ARROW)
+    return _binned(spark, tasks, lambda task: rule_events(task, context), schema)
 
-    def events(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+
+def _binned(
+    spark: SparkSession,
+    tasks: list[StepTask],
+    work: Callable[[StepTask], pa.Table],
+    schema: StructType,
+) -> DataFrame:
+    """`work`'s tables for every task: a partition per bin of tasks (analysis.tasks.binned)."""
+    bins = binned(tasks, _slots(spark, len(tasks)))
+
+    def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for number in batch.column(0).to_pylist():
                 for task in bins[number]:
-                    yield from rule_events(task, context).to_batches()
+                    yield from work(task).to_batches()
 
-    schema = from_arrow_schema(RULE_EVENTS_ARROW)
-    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(events, schema)
+    return spark.range(0, len(bins), 1, len(bins)).mapInArrow(each, schema)
 
 
 @contextmanager
@@ -212,18 +215,24 @@ def _without_codegen(spark: SparkSession) -> Iterator[None]:
         spark.conf.set(key, before)
 
 
-def _slots(spark: SparkSession) -> int:
-    """How many tasks the cluster runs at once: its default parallelism (Spark Connect does not
-    tell it; then as many as this machine's cores)."""
+def _slots(spark: SparkSession, tasks: int) -> int:
+    """How many tasks run at once: locally, this machine's cores (Spark pays ~70 ms per Python
+    task, so a few bins per core beat a partition per step); on a cluster, whose executors may
+    not have registered yet when the first job starts, `spark.default.parallelism` where it is
+    set, else as many as there are tasks. Spark Connect does not say which it is: as many as
+    there are tasks."""
     try:
-        return int(spark.sparkContext.defaultParallelism)
+        context = spark.sparkContext
     except Exception:  # Spark Connect: no SparkContext on this side
-        return os.cpu_count() or 1
+        return max(tasks, 1)
+    if (context.master or "").startswith("local"):
+        return int(context.defaultParallelism)
+    return int(context.getConf().get("spark.default.parallelism", str(max(tasks, 1))))
 
 
 def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
-    """The step rows and step digests of `step_stats` into per-SUT aggregates: per-second
-    counts and point buckets merged across steps (analysis.steps)."""
+    """The tasks' step rows and step digests (analysis.tasks.run) into per-SUT aggregates:
+    per-second counts and point buckets merged across steps (analysis.steps)."""
     step_sketch: dict[tuple[str, str, int], Sketch] = {}
     totals: dict[str, list[StepTotals]] = {}
     seconds: dict[str, list[Row]] = {}

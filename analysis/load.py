@@ -16,21 +16,14 @@ def load_records(
     spark: SparkSession,
     directory: Path,
     fields: Sequence[Field],
-    checked: Sequence[Path] | None = None,
 ) -> DataFrame:
     """Every part file of `directory` as one DataFrame in contract schema.
 
     Footers are checked first (cheap), so a truncated file or a missing column is reported with
-    its path instead of as a stack trace from an executor; `checked` are part files a caller
-    already checked that way (before starting Spark).
+    its path instead of as a stack trace from an executor.
     """
     schema = spark_schema(fields)
-    paths = check_parts(directory, fields) if checked is None else checked
-    if not paths:
+    if not check_parts(directory, fields):
         return spark.createDataFrame([], schema)
-    if checked is not None:
-        # The files the caller checked (the parts' compacted copy, analysis.compact), and only
-        # those: a part written since is not half taken.
-        return spark.read.schema(schema).parquet(*map(str, paths))
     # No list given: the directory, which Spark lists in one go (skipping `.`/`_` files).
     return spark.read.schema(schema).parquet(str(directory))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -40,14 +41,14 @@ rootLogger.appenderRef.console.ref = console
 logger.spark.name = org.apache.spark
 logger.spark.level = error
 """
-# What the JVM itself prints as it starts, before any logging (Spark's launcher adds
-# --add-modules=jdk.incubator.vector, and no option silences the JVM's note about it).
 # The local driver's JVM runs no event through it (the analysis' tasks read and reduce in
 # Python: analysis.tasks), so it is tuned to start and finish, not to run long: the client
 # compiler only, and the serial collector. Measured on 2 cores: the session starts in 1.7 s
 # instead of 2.4-2.8, its first job takes 1.5 s instead of 1.8-1.9. The cost falls on the
 # 2019 export's window functions, which run in this JVM at the client compiler's speed.
 LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# What the JVM itself prints as it starts, before any logging (Spark's launcher adds
+# --add-modules=jdk.incubator.vector, and no option silences the JVM's note about it).
 JVM_CHATTER = re.compile(rb"WARNING: Using incubator modules: ")
 
 
@@ -81,7 +82,7 @@ def stop_soon(spark: SparkSession) -> Callable[[], None]:
     to notice it should stop (measured 0.9 s, a sixth of a 200-event analysis), a thread of
     this process that ends with it. A new `session` waits for the whole stop. A Spark Connect
     session is waited for whole."""
-    stopping = threading.Thread(target=spark.stop, name="spark-stop", daemon=True)
+    stopping = threading.Thread(target=_stop_quietly, args=(spark,), name="spark-stop", daemon=True)
     _STOPPING.append(stopping)
     stopping.start()
     context = getattr(spark, "_sc", None)
@@ -95,6 +96,13 @@ def stop_soon(spark: SparkSession) -> Callable[[], None]:
             stopping.join(0.01)
 
     return wait
+
+
+def _stop_quietly(spark: SparkSession) -> None:
+    """spark.stop on a daemon thread, which the interpreter may end mid-call as it exits (the
+    work is done by then): a call cut short there is not worth a traceback."""
+    with contextlib.suppress(Exception):
+        spark.stop()
 
 
 def _builder(master: str, app_name: str, verbose: bool) -> SparkSession.Builder:

@@ -40,9 +40,8 @@ LATENCIES_NS = {
 # The latencies the breaking-point rule reads.
 JUDGED_LATENCIES = ("e2e", "sender_lag")
 
-# What a step's events carry, one row per event: the raw stamps and flags, nothing derived;
-# outcomes and latencies are computed from them here, where they cost nothing to compute.
-# What the rule reads of an event (outcomes, latencies).
+# What the rule reads of an event (outcomes, latencies): the raw stamps and flags, nothing
+# derived; outcomes and latencies are computed from them here, where they cost nothing.
 RULE_INPUTS = (
     "intended_ns",
     "sent_ns",

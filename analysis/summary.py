@@ -1,4 +1,4 @@
-"""summary.json of one SUT from what the chain found (pure): each step's row and verdict, the
+"""summary.json of one SUT from what the job found (pure): each step's row and verdict, the
 run's counts, latency tails, breaking point and verdict text, the clock note and the headline
 `evbench analyze` prints. Table-tested without Spark (tests/analysis/test_summary.py).
 """

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -76,10 +75,10 @@ def plan(copies: Mapping[str, tuple[Layout, Layout]]) -> list[StepTask]:
         if not whole and NO_ROUTE in received.keys:
             keys.append([])
         for steps in keys:
-            sent_groups = tuple(i for i, k in enumerate(sent.keys) if k in steps)
+            sent_groups = sent.groups(steps)
             wanted = set(received.keys) if whole else set(steps) if steps else {NO_ROUTE}
-            received_groups = tuple(i for i, k in enumerate(received.keys) if k in wanted)
-            rows = _rows(sent.path, sent_groups) + _rows(received.path, received_groups)
+            received_groups = received.groups(wanted)
+            rows = sent.rows(sent_groups) + received.rows(received_groups)
             tasks.append(
                 StepTask(
                     sut,
@@ -113,11 +112,6 @@ def binned(tasks: Sequence[StepTask], slots: int) -> list[list[StepTask]]:
     return [bins[i] for i in sorted(range(count), key=lambda i: -loads[i])]
 
 
-def _rows(path: Path, groups: Iterable[int]) -> int:
-    metadata = pq.read_metadata(path)
-    return sum(metadata.row_group(i).num_rows for i in groups)
-
-
 def run(task: StepTask, context: StepContext) -> pa.Table:
     """A task's STEP_ARROW rows: each of its steps' aggregates (`analysis.steps`), and a row
     carrying the count of its foreign deliveries."""
@@ -137,8 +131,9 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     firsts = first_deliveries(received)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
     events = sent.join(firsts, "event_id", join_type="left outer", use_threads=False)
-    # Sent ids are unique: each delivered id met one sent event, and the rest were never sent.
-    foreign = firsts.num_rows - (events.num_rows - events.column("deliveries").null_count)
+    sent_ids = sent.column("event_id")
+    never_sent = pc.invert(pc.is_in(firsts.column("event_id"), value_set=sent_ids))
+    foreign = int(pc.sum(never_sent).as_py() or 0)
     events = _with(events, "deliveries", pc.fill_null(events.column("deliveries"), 0))
     corrections = context.corrections.get(task.sut, {})
     events = _with(events, "received_ns", on_sender_clock(events, corrections))

@@ -2,10 +2,10 @@
 their CPU. Run by `analysis_scale.py --breakdown`, in a new process as a user runs analyze.
 
 The phases are timed by wrapping the functions that make them (the benchmark's own
-instrument; evbench carries none): the checks and compaction run on a thread while Spark
-starts, so the two overlap. The tasks' CPU split runs every task of the run once more, one after
-another, outside Spark: reading, joining (first deliveries, the join, clock correction), the
-step pass, and the per-second digest files it writes.
+instrument; evbench carries none): Spark's session starts on a thread while the records are
+compacted (or found compacted), so the two overlap. The tasks' CPU split runs every task of
+the run once more, one after another, outside Spark: reading, joining (first deliveries, the
+join, clock correction), the step pass, and the per-second digest files it writes.
 
     .venv/bin/python benchmarks/analysis_phases.py RUN_DIR
 """
@@ -57,7 +57,7 @@ def timed(module: Any, name: str, phase: str) -> None:
 
 def phases(run_dir: Path) -> None:
     timed(analysis.inputs, "inputs_for", "check the inputs (footers, unless compacted as they are)")
-    timed(analysis.job, "compacted", "compact them (thread, beside Spark's start)")
+    timed(analysis.job, "compacted", "compact them (beside Spark's start)")
     timed(analysis.spark, "session", "Spark session start")
     timed(analysis.job, "plan", "plan the tasks (footers)")
     timed(analysis.job, "_without_codegen", "-")

@@ -205,7 +205,9 @@ def _compacted_while_spark_starts(
 
             copies = [compacted(checked) for checked in inputs]
         except BaseException:
-            starting.result().stop()
+            # The error that stopped the compaction is the one to tell, not the session's.
+            if starting.exception() is None:
+                starting.result().stop()
             raise
         return starting.result(), copies
 

@@ -37,7 +37,7 @@ def _spiky_latencies(n: int, seed: int) -> np.ndarray:
 
 
 def _step_digests(values, seconds, steps, sut="x", metric="e2e"):
-    """What the step stage makes of each (sut, step) group: its per-second and step digest rows
+    """What a task makes of each (sut, step): its per-second and step digest rows
     (analysis.steps runs digest_rows per group), with one latency metric."""
     rows = []
     for step in np.unique(steps):

@@ -1,4 +1,5 @@
-"""The step stage's merges on the driver (pure): what two steps' partial rows make together."""
+"""A step's pass (analysis.steps) and its merges on the driver (pure): what two steps' partial
+rows make together."""
 
 import numpy as np
 import pyarrow as pa
