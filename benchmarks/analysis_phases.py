@@ -39,17 +39,24 @@ SPENT: dict[str, float] = defaultdict(float)
 ENDED: dict[str, float] = {}
 
 
-def timed(module: Any, name: str, phase: str) -> None:
-    """`module.name`, timed into `phase` (summed over calls; its last end kept)."""
+def timed(
+    module: Any,
+    name: str,
+    phase: str,
+    into: dict[str, float] = SPENT,
+    clock: Callable[[], float] = time.perf_counter,
+) -> None:
+    """`module.name`, timed by `clock` into `into[phase]` (summed over calls; its last end
+    kept, for the phases' order)."""
     original: Callable[..., Any] = getattr(module, name)
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
+        began = clock()
         try:
             return original(*args, **kwargs)
         finally:
-            SPENT[phase] += time.perf_counter() - began
+            into[phase] += clock() - began
             ENDED[phase] = time.perf_counter() - STARTED
 
     setattr(module, name, wrapper)
@@ -132,7 +139,7 @@ def task_split(run_dir: Path) -> None:
         (analysis.tasks, "_read", "read the row groups (pyarrow)"),
         (analysis.steps, "write_per_second", "write the per-second digests"),
     ):
-        _split(module, name, part, split)
+        timed(module, name, part, split, time.process_time)
     for task in tasks:
         began = time.process_time()
         events, _ = analysis.tasks.counted_events(task, context)
@@ -147,19 +154,6 @@ def task_split(run_dir: Path) -> None:
     print(f"  the tasks' CPU, {len(tasks)} tasks run one after another outside Spark:")
     for part, seconds in split.items():
         print(f"    {part:<52} {seconds:5.2f} s  ({seconds / events * 1e9:5.0f} ns a record)")
-
-
-def _split(module: Any, name: str, part: str, split: dict[str, float]) -> None:
-    original = getattr(module, name)
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        began = time.process_time()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            split[part] += time.process_time() - began
-
-    setattr(module, name, wrapper)
 
 
 if __name__ == "__main__":
