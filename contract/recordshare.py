@@ -4,18 +4,26 @@ A receiver serves its own records (receivers.server: GET /records, /records/<pat
 records are served by `evbench serve-records DIR`, and `evbench collect` fetches both into a
 normal run directory. Only complete files are listed: part files are written under a dot-name
 and renamed when whole (contract.parquet), and dot-files are never listed, so a listing
-taken mid-run is a consistent prefix of the records, never half a file. Standard library only.
+taken mid-run is a consistent prefix of the records, never half a file. Neither side trusts the
+other: a server lists only regular files inside its directory whose footers read, a collector
+takes only paths inside its own and files that match the listing.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import sys
+import time
+import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypedDict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 PREFIX = "/records"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
@@ -32,19 +40,45 @@ class RecordListing(TypedDict):
     files: list[RecordFile]
 
 
-def listing(directory: Path) -> RecordListing:
-    """Every complete record file under `directory`: relative path and size."""
+def listing(directory: Path, skipped: Callable[[str], None] | None = None) -> RecordListing:
+    """Every complete record file under `directory`: relative path and size. Only regular files
+    that stay inside it once links are resolved (a link pointing out is skipped, and said to
+    `skipped`), and only Parquet files whose footer reads (a stray or torn file is not a
+    record)."""
     files: list[RecordFile] = []
-    if directory.is_dir():
-        for path in sorted(directory.rglob("*")):
-            relative = path.relative_to(directory)
-            if (
-                path.is_file()
-                and path.suffix in _SUFFIXES
-                and not any(part.startswith(".") for part in relative.parts)
-            ):
-                files.append({"path": relative.as_posix(), "bytes": path.stat().st_size})
+    if not directory.is_dir():
+        return {"files": files}
+    root = directory.resolve()
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory)
+        if path.suffix not in _SUFFIXES or any(p.startswith(".") for p in relative.parts):
+            continue
+        if (why := _not_servable(path, root)) is not None:
+            if skipped is not None:
+                skipped(f"{relative.as_posix()}: not served ({why})")
+            continue
+        files.append({"path": relative.as_posix(), "bytes": path.stat().st_size})
     return {"files": files}
+
+
+def _not_servable(path: Path, root: Path) -> str | None:
+    """Why `path` is not a record file to serve, or None."""
+    real = path.resolve()
+    if not real.is_relative_to(root):
+        return f"a link to {real}, outside the records' directory"
+    if not real.is_file():
+        return "not a regular file"
+    if path.suffix == ".parquet" and not _footer_reads(real):
+        return "not a readable Parquet file"
+    return None
+
+
+def _footer_reads(path: Path) -> bool:
+    try:
+        pq.read_metadata(path)
+    except (pa.ArrowException, OSError):
+        return False
+    return True
 
 
 def resolve(directory: Path, url_path: str) -> Path | None:
@@ -61,7 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # http.server's name for it
         path = self.path.split("?", 1)[0]
         if path == PREFIX:
-            self._send(200, json.dumps(listing(self.directory)).encode(), "application/json")
+            offered = listing(self.directory, _said)
+            self._send(200, json.dumps(offered).encode(), "application/json")
         elif path.startswith(PREFIX + "/") and (found := resolve(self.directory, path)):
             self._send(200, found.read_bytes(), "application/octet-stream")
         else:
@@ -78,31 +113,111 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # one line per file fetched is noise in a supervisor's log
 
 
+def _said(line: str) -> None:
+    """What `evbench serve-records` leaves out of a listing, on its stderr (its log)."""
+    print(f"evbench serve-records: {line}", file=sys.stderr, flush=True)
+
+
 def server(directory: Path, host: str, port: int) -> ThreadingHTTPServer:
     """A server for `directory`'s records (call serve_forever; port 0 picks one)."""
     handler = type("RecordsHandler", (_Handler,), {"directory": directory})
     return ThreadingHTTPServer((host, port), handler)
 
 
+class PeerError(Exception):
+    """A peer that could not be collected from: unreachable, failing, or serving what is not its
+    records. Says what was tried; `fetched` are the files brought home before it failed,
+    `missing` the listed ones that were not."""
+
+    def __init__(self, message: str, fetched: list[Path], missing: list[str]) -> None:
+        super().__init__(message)
+        self.fetched, self.missing = fetched, missing
+
+
+# A body must keep coming at this rate at least: a peer that trickles is given up on.
+MIN_BYTES_PER_S = 64 * 1024
+
+
 def fetch_all(base_url: str, into: Path, timeout_s: float = 30.0) -> list[Path]:
     """Every file `base_url` lists under /records, into `into` (same relative paths); each
-    written under a dot-name first, so an interrupted fetch leaves no half file behind."""
-    with urllib.request.urlopen(base_url.rstrip("/") + PREFIX, timeout=timeout_s) as answer:
-        files = json.load(answer)["files"]
-    fetched = []
-    for entry in files:
-        relative = Path(entry["path"])
-        if relative.is_absolute() or ".." in relative.parts:
-            raise ValueError(f"{base_url} lists a path outside its records: {entry['path']}")
-        target = into / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.part")
-        url = f"{base_url.rstrip('/')}{PREFIX}/{urllib.parse.quote(relative.as_posix())}"
-        with urllib.request.urlopen(url, timeout=timeout_s) as answer, open(tmp, "wb") as out:
-            shutil.copyfileobj(answer, out)
-        if tmp.stat().st_size != entry["bytes"]:
-            tmp.unlink()
-            raise ValueError(f"{url}: got a different size than listed ({entry['bytes']} bytes)")
-        tmp.replace(target)
-        fetched.append(target)
+    written under a dot-name first, so an interrupted fetch leaves no half file behind. A
+    listing that names a path outside `into`, a file whose size or Parquet footer does not
+    match it, an unreachable or failing peer: PeerError, naming it."""
+    base = base_url.rstrip("/")
+    body = _get(base + PREFIX, timeout_s, None, 1 << 24)
+    entries = _entries(body, base + PREFIX, into)
+    fetched: list[Path] = []
+    for number, (relative, size) in enumerate(entries):
+        url = f"{base}{PREFIX}/{urllib.parse.quote(relative)}"
+        try:
+            fetched.append(_fetch_one(url, into / relative, size, timeout_s))
+        except PeerError as exc:
+            missing = [name for name, _ in entries[number:]]
+            raise PeerError(str(exc), fetched, missing) from None
     return fetched
+
+
+def fetch_json(url: str, timeout_s: float = 10.0) -> object:
+    """A peer's JSON document (a receiver's /stats); PeerError when it cannot be had."""
+    try:
+        return json.loads(_get(url, timeout_s, None, 1 << 24))
+    except ValueError as exc:
+        raise PeerError(f"{url}: not JSON ({exc})", [], []) from None
+
+
+def _entries(body: bytes, url: str, into: Path) -> list[tuple[str, int]]:
+    """The listing's (relative path, bytes), every path checked to land inside `into`."""
+    try:
+        files = json.loads(body)["files"]
+        entries = [(str(f["path"]), int(f["bytes"])) for f in files]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PeerError(f"{url}: not a records listing ({exc})", [], []) from None
+    root = into.resolve()
+    for relative, size in entries:
+        path = Path(relative)
+        outside = path.is_absolute() or ".." in path.parts or "\\" in relative
+        if outside or not (root / path).resolve().is_relative_to(root) or size < 0:
+            raise PeerError(f"{url} lists '{relative}', outside its records: refused", [], [])
+    return entries
+
+
+def _fetch_one(url: str, target: Path, size: int, timeout_s: float) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.part")
+    try:
+        tmp.write_bytes(_get(url, timeout_s, size, size))
+        if target.suffix == ".parquet" and not _footer_reads(tmp):
+            raise PeerError(
+                f"{url}: not a readable Parquet file, as its name says: refused", [], []
+            )
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _get(url: str, timeout_s: float, expected: int | None, limit: int) -> bytes:
+    """`url`'s body: connect and every read within `timeout_s`, the whole at MIN_BYTES_PER_S at
+    least, no more than `limit` bytes, exactly `expected` when given. PeerError otherwise."""
+    deadline = time.monotonic() + timeout_s + (expected or 0) / MIN_BYTES_PER_S
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            chunks, total = [], 0
+            while chunk := answer.read1(1 << 16):  # what has come: a trickle is seen
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > limit:
+                    raise PeerError(f"{url}: more than the {limit} bytes listed: refused", [], [])
+                if time.monotonic() > deadline:
+                    raise PeerError(
+                        f"{url}: the body stalled (under {MIN_BYTES_PER_S} B/s)", [], []
+                    )
+    except urllib.error.HTTPError as exc:
+        raise PeerError(f"{url}: HTTP {exc.code} {exc.reason}", [], []) from None
+    except urllib.error.URLError as exc:
+        raise PeerError(f"{url}: unreachable ({exc.reason})", [], []) from None
+    except (TimeoutError, OSError) as exc:
+        raise PeerError(f"{url}: no answer within {timeout_s:g} s ({exc})", [], []) from None
+    if expected is not None and total != expected:
+        raise PeerError(f"{url}: {total} bytes where the listing said {expected}: refused", [], [])
+    return b"".join(chunks)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -28,7 +28,7 @@ from contract.lines import (
     parse_sender_record,
 )
 from contract.records import RUN_JSON_VERSION
-from contract.recordshare import fetch_all
+from contract.recordshare import PeerError, fetch_all, fetch_json
 from evbench.rundoc import (
     RECEIVER_ENGINE,
     clock_document,
@@ -53,9 +53,25 @@ def collect(
     """Fetch every sender's and receiver's records into a new SUT directory and write its
     run.json; returns the directory."""
     staging = runs_dir / f".collecting-{sut}"
-    for url in senders:
-        fetched = fetch_all(url, staging / "sent")
-        echo(f"{url}: {len(fetched)} files")
+    shutil.rmtree(staging, ignore_errors=True)  # what an earlier, failed collect left
+    failures: list[str] = []
+    for side, urls in (("sent", senders), ("received", receivers)):
+        for url in urls:
+            try:
+                echo(f"{url}: {len(fetch_all(url, staging / side))} files")
+            except PeerError as exc:
+                failures.append(_what_is_missing(exc))
+    stats = []
+    for url in receivers:
+        try:
+            stats.append(_receiver_stats(url))
+        except PeerError as exc:
+            failures.append(str(exc))
+    if failures:
+        raise CollectError(
+            f"not everything could be collected; what was is kept in {staging} "
+            "(a new collect starts over):\n  " + "\n  ".join(failures)
+        )
     summaries = [
         parse_sender_record(json.loads(path.read_text()), str(path))
         for path in sorted((staging / "sent").glob("_sender-w*.json"))
@@ -65,11 +81,6 @@ def collect(
             f"no sender summary (_sender-w<k>.json) at {', '.join(senders)}: did the senders "
             "finish, and are their record directories what `evbench serve-records` serves?"
         )
-    stats = []
-    for url in receivers:
-        fetched = fetch_all(url, staging / "received")
-        echo(f"{url}: {len(fetched)} files")
-        stats.append(_receiver_stats(url))
     settings = _settings(summaries[0]["argv"])
     pace = resolve_pace(settings.pace)
     run_id = run_id or next_run_id(runs_dir, pace.name)
@@ -149,9 +160,19 @@ def _settings(argv: list[str]) -> SenderSettings:
     return settings_from_args(parser.parse_args(argv))
 
 
+class CollectError(Exception):
+    """Some peer could not be collected from: what was fetched is kept, the rest named."""
+
+
+def _what_is_missing(exc: PeerError) -> str:
+    missing = exc.missing[:5] + ([f"{len(exc.missing) - 5} more"] if len(exc.missing) > 5 else [])
+    fetched = f"{len(exc.fetched)} files fetched"
+    return f"{exc}; {fetched}" + (f", missing: {', '.join(missing)}" if missing else "")
+
+
 def _receiver_stats(url: str) -> ReceiverStats:
-    with urllib.request.urlopen(url.rstrip("/") + "/stats", timeout=10) as answer:
-        return parse_receiver_stats(json.load(answer), f"the receiver's counters at {url}")
+    found = fetch_json(url.rstrip("/") + "/stats")
+    return parse_receiver_stats(found, f"the receiver's counters at {url}")
 
 
 def _summed(stats: list[ReceiverStats]) -> ReceiverStats:

@@ -81,6 +81,19 @@ class SearchPlan:
     # low rate holds longer, so that every probe is judged.
     min_events: int = Thresholds.min_events
 
+    def __post_init__(self) -> None:
+        """Option pairs that contradict each other are refused, both named."""
+        if self.max_per_s < self.from_per_s:
+            raise ValueError(
+                f"--max {self.max_per_s} is below --from {self.from_per_s}: no rate is left to "
+                "probe (raise --max, or lower --from)"
+            )
+        if self.confirm_s < self.probe_s:
+            raise ValueError(
+                f"--confirm {self.confirm_s} is shorter than --hold {self.probe_s}: the "
+                "confirming hold is to hold the answer longer than any probe did"
+            )
+
     def probe(self, rate_per_s: int, confirm: bool = False) -> Probe:
         hold_s = self.confirm_s if confirm else self.probe_s
         return Probe(rate_per_s, max(hold_s, math.ceil(self.min_events / rate_per_s)), confirm)

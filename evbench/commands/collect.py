@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from contract.argtypes import http_url
 from contract.layout import default_runs_dir
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument, analyze_path
@@ -24,11 +25,17 @@ def add(commands: Subcommands) -> None:
         "--sender",
         action="append",
         required=True,
+        type=http_url,
         metavar="URL",
         help="where a sender's records are served (repeat for each fleet worker)",
     )
     collect.add_argument(
-        "--receiver", action="append", required=True, metavar="URL", help="a receiver's URL"
+        "--receiver",
+        action="append",
+        required=True,
+        type=http_url,
+        metavar="URL",
+        help="a receiver's URL",
     )
     collect.add_argument("--sut", required=True, help="what the run measured, e.g. broker-kafka")
     collect.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
@@ -39,10 +46,14 @@ def add(commands: Subcommands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from evbench.collect import collect
+    from evbench.collect import CollectError, collect
 
     runs_dir = args.runs_dir or default_runs_dir()
-    sut_dir = collect(args.sender, args.receiver, args.sut, runs_dir, args.run_id, echo)
+    try:
+        sut_dir = collect(args.sender, args.receiver, args.sut, runs_dir, args.run_id, echo)
+    except CollectError as exc:  # a peer's failure, not a bad input: exit 1
+        echo(f"evbench collect: {exc}")
+        return 1
     echo(f"collected into {sut_dir.root}")
     if args.no_analyze:
         return 0

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut
@@ -21,14 +23,15 @@ pytestmark = pytest.mark.e2e
 
 def test_only_complete_record_files_are_listed_and_served(tmp_path):
     (tmp_path / "sent").mkdir()
-    (tmp_path / "sent" / "sent-w0-00000.parquet").write_bytes(b"PAR1....PAR1")
+    pq.write_table(pa.table({"x": [1]}), tmp_path / "sent" / "sent-w0-00000.parquet")
+    record = (tmp_path / "sent" / "sent-w0-00000.parquet").read_bytes()
     (tmp_path / "sent" / ".sent-w0-00001.parquet.tmp").write_bytes(b"half")  # being written
     (tmp_path / "sent" / "_sender-w0.json").write_text("{}")
     (tmp_path / "notes.txt").write_text("not a record")
     assert listing(tmp_path) == {
         "files": [
             {"path": "sent/_sender-w0.json", "bytes": 2},
-            {"path": "sent/sent-w0-00000.parquet", "bytes": 12},
+            {"path": "sent/sent-w0-00000.parquet", "bytes": len(record)},
         ]
     }
     assert resolve(tmp_path, "/records/sent/_sender-w0.json") == tmp_path / "sent/_sender-w0.json"
@@ -50,7 +53,7 @@ def test_only_complete_record_files_are_listed_and_served(tmp_path):
         "sent/_sender-w0.json",
         "sent/sent-w0-00000.parquet",
     ]
-    assert (tmp_path / "home/sent/sent-w0-00000.parquet").read_bytes() == b"PAR1....PAR1"
+    assert (tmp_path / "home/sent/sent-w0-00000.parquet").read_bytes() == record
 
 
 def _evbench(*args: str) -> None:

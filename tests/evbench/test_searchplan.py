@@ -215,3 +215,16 @@ def test_a_sender_that_cannot_hold_the_first_rate_ends_the_search_at_once():
     result = next_step(plan, [Outcome(Probe(50_000, 30), SENDER_LIMITED, (), 20_000.0)])
     assert isinstance(result, Result) and result.highest_hold_per_s is None
     assert result.workers_needed == 3 and "--workers 3" in result.why
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"from_per_s": 2000, "max_per_s": 1000}, "--max 1000 is below --from 2000"),
+        ({"probe_s": 30, "confirm_s": 10}, "--confirm 10 is shorter than --hold 30"),
+    ],
+)
+def test_a_plan_that_contradicts_itself_is_refused_naming_both_options(kwargs, said):
+    options = {"from_per_s": 500, "max_per_s": 100_000, **kwargs}
+    with pytest.raises(ValueError, match=said):
+        SearchPlan(resolution=Resolution(fraction=0.02), **options)
