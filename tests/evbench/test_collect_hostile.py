@@ -249,3 +249,20 @@ def test_serve_records_serves_only_records_inside_its_directory(tmp_path, capsys
     logged = capsys.readouterr().err
     assert f"sent/evil.parquet: not served (a link to {secret}, outside" in logged
     assert "a.parquet: not served (not a readable Parquet file)" in logged
+
+
+def test_a_receivers_records_are_served_on_the_same_terms(tmp_path, receiver):
+    # The receiver's GET /records shares the listing: a link pointing out of its records and a
+    # file that only looks like Parquet are neither listed nor served.
+    secret = tmp_path / "secret.parquet"
+    secret.write_bytes(_parquet_bytes(tmp_path))
+    receiver.out.mkdir(parents=True, exist_ok=True)
+    os.symlink(secret, receiver.out / "evil.parquet")
+    (receiver.out / "a.parquet").write_bytes(b"no")
+    with urllib.request.urlopen(f"{receiver.url}/records", timeout=10) as answer:
+        listed = [f["path"] for f in json.load(answer)["files"]]
+    assert "evil.parquet" not in listed and "a.parquet" not in listed
+    for name in ("evil.parquet", "a.parquet"):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{receiver.url}/records/{name}", timeout=10)
+        assert refused.value.code == 404, name
