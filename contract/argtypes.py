@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import urllib.parse
+from collections.abc import Callable
+
+from contract.errors import EvbenchError
 
 PORT_MAX = 65535
 
@@ -83,9 +87,15 @@ def signed_milliseconds(text: str) -> float:
     return value
 
 
+# What no URL holds unencoded, and urllib refuses with a traceback.
+_UNSAFE_IN_URL = re.compile(r"[\x00-\x20\x7f]")
+
+
 def http_url(text: str) -> str:
     """An http:// or https:// URL with a host (and a port in range, if given): a typo is
     named here, not found later as a connection error."""
+    if _UNSAFE_IN_URL.search(text):
+        raise argparse.ArgumentTypeError(f"{text!r} holds a space or a control character")
     parsed = urllib.parse.urlsplit(text)
     if parsed.scheme not in ("http", "https"):
         raise argparse.ArgumentTypeError(
@@ -109,3 +119,17 @@ def named_url(text: str) -> tuple[str | None, str]:
             raise argparse.ArgumentTypeError(f"'{text}': the name before '=' is empty")
         return name, http_url(rest)
     return None, http_url(text)
+
+
+def path_component(kind: str) -> Callable[[str], str]:
+    """An argparse type for a name that becomes a directory (a run id, a SUT name): checked by
+    contract.layout.safe_component before anything is fetched or written."""
+    from contract.layout import safe_component
+
+    def checked(text: str) -> str:
+        try:
+            return safe_component(kind, text)
+        except EvbenchError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return checked

@@ -11,6 +11,8 @@ takes only paths inside its own and files that match the listing.
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import sys
 import time
@@ -19,8 +21,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import TypedDict
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -35,7 +37,7 @@ class RecordFile(TypedDict):
 
 
 class RecordListing(TypedDict):
-    """GET /records/: what a receiver or sender host offers `evbench collect`."""
+    """GET /records: what a receiver or sender host offers `evbench collect`."""
 
     files: list[RecordFile]
 
@@ -82,11 +84,17 @@ def _footer_reads(path: Path) -> bool:
 
 
 def resolve(directory: Path, url_path: str) -> Path | None:
-    """The listed file a GET /records/<path> names, or None (never a path outside, never an
-    unlisted file)."""
+    """The record file a GET /records/<path> names, on the listing's terms, or None (never a
+    path outside, never what the listing leaves out). Only that file is looked at: a listing
+    reads every footer, once per collect, not once per file fetched."""
     wanted = urllib.parse.unquote(url_path.removeprefix(PREFIX + "/"))
-    listed = {f["path"] for f in listing(directory)["files"]}
-    return directory / wanted if wanted in listed else None
+    relative = PurePosixPath(wanted)
+    if not wanted or "\x00" in wanted or relative.is_absolute():
+        return None
+    if relative.suffix not in _SUFFIXES or any(p.startswith(".") for p in relative.parts):
+        return None
+    path = directory / relative
+    return path if path.exists() and _not_servable(path, directory.resolve()) is None else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -125,27 +133,43 @@ def server(directory: Path, host: str, port: int) -> ThreadingHTTPServer:
 
 
 class PeerError(Exception):
-    """A peer that could not be collected from: unreachable, failing, or serving what is not its
-    records. Says what was tried; `fetched` are the files brought home before it failed,
-    `missing` the listed ones that were not."""
+    """A collection that could not be finished: a peer unreachable, failing, or serving what is
+    not its records (or this side unable to write them). Says what was tried; `fetched` are the
+    files brought home before it failed, `missing` the listed ones that were not."""
 
     def __init__(self, message: str, fetched: list[Path], missing: list[str]) -> None:
         super().__init__(message)
         self.fetched, self.missing = fetched, missing
 
 
-# A body must keep coming at this rate at least: a peer that trickles is given up on.
+# After the connect-and-read timeout, a body must keep coming at this rate at least (a peer
+# that trickles is given up on); one file is at most MAX_FILE_BYTES, a listing or a document
+# MAX_DOCUMENT_BYTES (a size a peer claims is not believed past them).
 MIN_BYTES_PER_S = 64 * 1024
+MAX_FILE_BYTES = 1 << 34
+MAX_DOCUMENT_BYTES = 1 << 26
 
 
-def fetch_all(base_url: str, into: Path, timeout_s: float = 30.0) -> list[Path]:
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A peer is asked for its own records: a redirect elsewhere is its answer, an error."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def fetch_all(
+    base_url: str, into: Path, timeout_s: float = 30.0, taken: set[str] | None = None
+) -> list[Path]:
     """Every file `base_url` lists under /records, into `into` (same relative paths); each
     written under a dot-name first, so an interrupted fetch leaves no half file behind. A
-    listing that names a path outside `into`, a file whose size or Parquet footer does not
-    match it, an unreachable or failing peer: PeerError, naming it."""
+    listing that names a path outside `into` (or one `taken` by another peer), a file whose size
+    or Parquet footer does not match it, an unreachable or failing peer: PeerError, naming it."""
     base = base_url.rstrip("/")
-    body = _get(base + PREFIX, timeout_s, None, 1 << 24)
-    entries = _entries(body, base + PREFIX, into)
+    body = _get(base + PREFIX, timeout_s)
+    entries = _entries(body, base + PREFIX, taken if taken is not None else set())
     fetched: list[Path] = []
     for number, (relative, size) in enumerate(entries):
         url = f"{base}{PREFIX}/{urllib.parse.quote(relative)}"
@@ -160,55 +184,86 @@ def fetch_all(base_url: str, into: Path, timeout_s: float = 30.0) -> list[Path]:
 def fetch_json(url: str, timeout_s: float = 10.0) -> object:
     """A peer's JSON document (a receiver's /stats); PeerError when it cannot be had."""
     try:
-        return json.loads(_get(url, timeout_s, None, 1 << 24))
+        return json.loads(_get(url, timeout_s))
     except ValueError as exc:
         raise PeerError(f"{url}: not JSON ({exc})", [], []) from None
 
 
-def _entries(body: bytes, url: str, into: Path) -> list[tuple[str, int]]:
-    """The listing's (relative path, bytes), every path checked to land inside `into`."""
+def _entries(body: bytes, url: str, taken: set[str]) -> list[tuple[str, int]]:
+    """The listing's (relative path, bytes), each a record's path inside the run directory,
+    listed once, of a believable size; the paths are added to `taken`."""
     try:
         files = json.loads(body)["files"]
-        entries = [(str(f["path"]), int(f["bytes"])) for f in files]
+        entries = [(f["path"], f["bytes"]) for f in files]
     except (ValueError, KeyError, TypeError) as exc:
-        raise PeerError(f"{url}: not a records listing ({exc})", [], []) from None
-    root = into.resolve()
+        raise PeerError(f"{url}: not a records listing ({exc!r})", [], []) from None
+    mine: set[str] = set()
     for relative, size in entries:
-        path = Path(relative)
-        outside = path.is_absolute() or ".." in path.parts or "\\" in relative
-        if outside or not (root / path).resolve().is_relative_to(root) or size < 0:
-            raise PeerError(f"{url} lists '{relative}', outside its records: refused", [], [])
+        if (why := _refused(relative, size, taken | mine)) is not None:
+            raise PeerError(f"{url} lists {relative!r}: {why}: refused", [], [])
+        mine.add(relative)
+    taken |= mine
     return entries
 
 
+def _refused(relative: object, size: object, taken: set[str]) -> str | None:
+    """Why a listed (path, bytes) is not a record this side takes, or None."""
+    if not isinstance(relative, str) or not relative or "\x00" in relative or "\\" in relative:
+        return "not a relative path"
+    path = PurePosixPath(relative)
+    if path.is_absolute() or any(part.startswith(".") for part in path.parts):
+        return "outside its records"
+    if path.suffix not in _SUFFIXES:
+        return "not a record's name"
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
+        return f"a size of {size!r} bytes"
+    parents = {p.as_posix() for p in path.parents}
+    if relative in taken or parents & taken or any(t.startswith(relative + "/") for t in taken):
+        return "listed twice (by this peer or another), or as a file and a directory"
+    return None
+
+
 def _fetch_one(url: str, target: Path, size: int, timeout_s: float) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.part")
     try:
-        tmp.write_bytes(_get(url, timeout_s, size, size))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as out:
+            total = _stream(url, out, timeout_s, size)
+        if total != size:
+            raise PeerError(f"{url}: {total} bytes where the listing said {size}: refused", [], [])
         if target.suffix == ".parquet" and not _footer_reads(tmp):
             raise PeerError(
                 f"{url}: not a readable Parquet file, as its name says: refused", [], []
             )
         tmp.replace(target)
+    except _LocalWriteError as exc:
+        raise PeerError(str(exc), [], []) from None
+    except OSError as exc:  # this side's disk, not the peer
+        raise PeerError(f"cannot write {target}: {exc.strerror or exc}", [], []) from None
     finally:
         tmp.unlink(missing_ok=True)
     return target
 
 
-def _get(url: str, timeout_s: float, expected: int | None, limit: int) -> bytes:
-    """`url`'s body: connect and every read within `timeout_s`, the whole at MIN_BYTES_PER_S at
-    least, no more than `limit` bytes, exactly `expected` when given. PeerError otherwise."""
-    deadline = time.monotonic() + timeout_s + (expected or 0) / MIN_BYTES_PER_S
+def _get(url: str, timeout_s: float) -> bytes:
+    out = io.BytesIO()
+    _stream(url, out, timeout_s, MAX_DOCUMENT_BYTES)
+    return out.getvalue()
+
+
+def _stream(url: str, out: BinaryIO, timeout_s: float, limit: int) -> int:
+    """`url`'s body into `out`: connect and every read within `timeout_s`, after that at
+    MIN_BYTES_PER_S at least, no more than `limit` bytes; its size. PeerError otherwise."""
+    began, total = time.monotonic(), 0
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
-            chunks, total = [], 0
+        with _OPENER.open(url, timeout=timeout_s) as answer:
             while chunk := answer.read1(1 << 16):  # what has come: a trickle is seen
-                chunks.append(chunk)
                 total += len(chunk)
                 if total > limit:
                     raise PeerError(f"{url}: more than the {limit} bytes listed: refused", [], [])
-                if time.monotonic() > deadline:
+                _write(out, chunk, url)
+                late_s = time.monotonic() - began - timeout_s
+                if late_s > 0 and total < MIN_BYTES_PER_S * late_s:
                     raise PeerError(
                         f"{url}: the body stalled (under {MIN_BYTES_PER_S} B/s)", [], []
                     )
@@ -216,8 +271,19 @@ def _get(url: str, timeout_s: float, expected: int | None, limit: int) -> bytes:
         raise PeerError(f"{url}: HTTP {exc.code} {exc.reason}", [], []) from None
     except urllib.error.URLError as exc:
         raise PeerError(f"{url}: unreachable ({exc.reason})", [], []) from None
-    except (TimeoutError, OSError) as exc:
-        raise PeerError(f"{url}: no answer within {timeout_s:g} s ({exc})", [], []) from None
-    if expected is not None and total != expected:
-        raise PeerError(f"{url}: {total} bytes where the listing said {expected}: refused", [], [])
-    return b"".join(chunks)
+    except TimeoutError:
+        raise PeerError(f"{url}: no answer within {timeout_s:g} s", [], []) from None
+    except (http.client.HTTPException, ConnectionError, ValueError) as exc:
+        raise PeerError(f"{url}: not a well-formed HTTP answer ({exc!r})", [], []) from None
+    return total
+
+
+class _LocalWriteError(Exception):
+    """Writing to this side's disk failed: not the peer's fault, and not caught as its."""
+
+
+def _write(out: BinaryIO, chunk: bytes, url: str) -> None:
+    try:
+        out.write(chunk)
+    except OSError as exc:
+        raise _LocalWriteError(f"{url}: cannot keep what came ({exc.strerror or exc})") from exc

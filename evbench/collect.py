@@ -54,33 +54,8 @@ def collect(
     run.json; returns the directory."""
     staging = runs_dir / f".collecting-{sut}"
     shutil.rmtree(staging, ignore_errors=True)  # what an earlier, failed collect left
-    failures: list[str] = []
-    for side, urls in (("sent", senders), ("received", receivers)):
-        for url in urls:
-            try:
-                echo(f"{url}: {len(fetch_all(url, staging / side))} files")
-            except PeerError as exc:
-                failures.append(_what_is_missing(exc))
-    stats = []
-    for url in receivers:
-        try:
-            stats.append(_receiver_stats(url))
-        except PeerError as exc:
-            failures.append(str(exc))
-    if failures:
-        raise CollectError(
-            f"not everything could be collected; what was is kept in {staging} "
-            "(a new collect starts over):\n  " + "\n  ".join(failures)
-        )
-    summaries = [
-        parse_sender_record(json.loads(path.read_text()), str(path))
-        for path in sorted((staging / "sent").glob("_sender-w*.json"))
-    ]
-    if not summaries:
-        raise EvbenchError(
-            f"no sender summary (_sender-w<k>.json) at {', '.join(senders)}: did the senders "
-            "finish, and are their record directories what `evbench serve-records` serves?"
-        )
+    stats = _fetch_everything(senders, receivers, staging, echo)
+    summaries = _summaries(staging, senders)
     settings = _settings(summaries[0]["argv"])
     pace = resolve_pace(settings.pace)
     run_id = run_id or next_run_id(runs_dir, pace.name)
@@ -155,9 +130,64 @@ def done_line(record: SenderRecord) -> SenderDone:
 
 
 def _settings(argv: list[str]) -> SenderSettings:
-    parser = argparse.ArgumentParser(prog="a collected sender's settings")
+    """A sender's settings from the argv it left beside its records; a ValueError (never an
+    exit) when they do not parse."""
+    parser = argparse.ArgumentParser(prog="a collected sender's settings", exit_on_error=False)
     add_sender_arguments(parser)
-    return settings_from_args(parser.parse_args(argv))
+    try:
+        return settings_from_args(parser.parse_args(argv))
+    except (argparse.ArgumentError, SystemExit) as exc:  # argparse exits on some errors anyway
+        raise ValueError(f"its settings {argv!r} do not parse") from exc
+
+
+def _fetch_everything(
+    senders: list[str], receivers: list[str], staging: Path, echo: Callable[[str], None]
+) -> list[ReceiverStats]:
+    """Every peer's records into `staging`, and the receivers' counters; every peer is tried,
+    and a CollectError names each that failed and what is missing."""
+    failures: list[str] = []
+    for side, role, urls in (("sent", "sender", senders), ("received", "receiver", receivers)):
+        taken: set[str] = set()  # two peers of a side must not give the same file
+        for url in urls:
+            try:
+                echo(f"{url}: {len(fetch_all(url, staging / side, taken=taken))} files")
+            except PeerError as exc:
+                failures.append(f"{role} {_what_is_missing(exc)}")
+    stats = []
+    for url in receivers:
+        try:
+            stats.append(_receiver_stats(url))
+        except (PeerError, EvbenchError) as exc:
+            failures.append(f"receiver {exc}")
+    if failures:
+        kept = (
+            f"what was is kept in {staging} (a new collect starts over)"
+            if any(p.is_file() for p in staging.rglob("*"))
+            else "nothing was fetched"
+        )
+        raise CollectError(
+            f"not everything could be collected; {kept}:\n  " + "\n  ".join(failures)
+        )
+    return stats
+
+
+def _summaries(staging: Path, senders: list[str]) -> list[SenderRecord]:
+    """The senders' summaries (`_sender-w<k>.json`) fetched, each parsed and its settings read
+    back: a peer's document that is not one is named as its failure."""
+    found = []
+    for path in sorted((staging / "sent").glob("_sender-w*.json")):
+        try:
+            record = parse_sender_record(json.loads(path.read_text()), str(path))
+            _settings(record["argv"])
+        except (ValueError, KeyError, TypeError, EvbenchError) as exc:
+            raise CollectError(f"{path}: not a sender's summary ({exc})") from None
+        found.append(record)
+    if not found:
+        raise EvbenchError(
+            f"no sender summary (_sender-w<k>.json) at {', '.join(senders)}: did the senders "
+            "finish, and are their record directories what `evbench serve-records` serves?"
+        )
+    return found
 
 
 class CollectError(Exception):

@@ -117,6 +117,11 @@ def add_flags(
 def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """SessionOptions' fields as the flags give them (evbench.lab_args adds the system's and
     the receiver's address; loadgen.settings the sender's knobs)."""
+    if args.grace > args.grace_cap:  # the cap would silently win: a contradiction, named
+        raise EvbenchError(
+            f"--grace {args.grace:g} is longer than --grace-cap {args.grace_cap:g}: the wait for "
+            "deliveries never reaches its grace (raise --grace-cap, or lower --grace)"
+        )
     return {
         "runs_dir": args.runs_dir or default_runs_dir(),
         "run_id": args.run_id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from contract.argtypes import http_url
+from contract.argtypes import http_url, path_component
 from contract.layout import default_runs_dir
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument, analyze_path
@@ -37,8 +37,18 @@ def add(commands: Subcommands) -> None:
         metavar="URL",
         help="a receiver's URL",
     )
-    collect.add_argument("--sut", required=True, help="what the run measured, e.g. broker-kafka")
-    collect.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
+    collect.add_argument(
+        "--sut",
+        required=True,
+        type=path_component("--sut"),
+        help="what the run measured, e.g. broker-kafka",
+    )
+    collect.add_argument(
+        "--run-id",
+        default=None,
+        type=path_component("--run-id"),
+        help="run name (default: the next free run-N)",
+    )
     collect.add_argument("--runs-dir", type=Path, default=None, help="default ./runs")
     collect.add_argument("--no-analyze", action="store_true", help="fetch only")
     add_verbose_argument(collect)

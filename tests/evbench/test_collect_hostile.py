@@ -39,13 +39,16 @@ Route = tuple[int, bytes, float, int]
 
 
 @contextmanager
-def _peer(routes: dict[str, Route]) -> Iterator[str]:
-    """A records server that says what `routes` tell it to; its base URL."""
+def _peer(routes: dict[str, Route], headers: dict[str, str] | None = None) -> Iterator[str]:
+    """A records server that says what `routes` tell it to (with `headers` on every answer);
+    its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # http.server's name for it
             status, body, pause_s, chunk = routes.get(self.path, (404, b"no\n", 0.0, 1 << 20))
             self.send_response(status)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             try:
@@ -81,7 +84,7 @@ def _file(body: bytes, pause_s: float = 0.0, chunk: int = 1 << 20) -> Route:
 def _cases(real: bytes) -> list[tuple[str, dict[str, Route], str]]:
     """(case, routes, what the error must say)."""
     return [
-        ("absolute path", {"/records": _listed(("/etc/passwd", 10))}, "'/etc/passwd', outside"),
+        ("absolute path", {"/records": _listed(("/etc/passwd", 10))}, "'/etc/passwd': outside"),
         ("dot-dot path", {"/records": _listed(("../../x.parquet", 10))}, "'../../x.parquet'"),
         ("not a listing", {"/records": _file(b"<html>")}, "not a records listing"),
         ("failing peer", {"/records": (500, b"boom", 0.0, 64)}, "HTTP 500"),
@@ -266,3 +269,125 @@ def test_a_receivers_records_are_served_on_the_same_terms(tmp_path, receiver):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{receiver.url}/records/{name}", timeout=10)
         assert refused.value.code == 404, name
+
+
+def _raw_listing(files: list[object]) -> Route:
+    return (200, json.dumps({"files": files}).encode(), 0.0, 1 << 20)
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ({"path": "a\x00.parquet", "bytes": 1}, "not a relative path"),
+        ({"path": "", "bytes": 1}, "not a relative path"),
+        ({"path": ".", "bytes": 1}, "not a record's name"),
+        ({"path": "sent\\..\\x.json", "bytes": 1}, "not a relative path"),
+        ({"path": "notes.txt", "bytes": 1}, "not a record's name"),
+        ({"path": ["x"], "bytes": 1}, "not a relative path"),
+        ({"path": "a.json", "bytes": True}, "a size of True bytes"),
+        ({"path": "a.json", "bytes": -1}, "a size of -1 bytes"),
+        ({"path": "a.json", "bytes": 1 << 40}, "a size of"),
+    ],
+    ids=["NUL", "empty", "dot", "backslashes", "not a record", "a list", "a bool", "<0", "huge"],
+)
+def test_a_listed_entry_that_is_no_record_is_refused(tmp_path, entry, said):
+    with _peer({"/records": _raw_listing([entry])}) as url, pytest.raises(PeerError, match=said):
+        fetch_all(url, tmp_path / "sent", timeout_s=2)
+
+
+def test_infinity_is_no_size(tmp_path):
+    body = b'{"files": [{"path": "a.json", "bytes": Infinity}]}'
+    answer = {"/records": (200, body, 0.0, 1 << 20)}
+    with _peer(answer) as url, pytest.raises(PeerError, match="a size of inf bytes"):
+        fetch_all(url, tmp_path / "sent", timeout_s=2)
+
+
+def test_a_file_listed_twice_or_by_two_peers_is_refused(tmp_path):
+    twice = {"/records": _listed(("a.json", 2), ("a.json", 2)), "/records/a.json": _file(b"{}")}
+    with _peer(twice) as url, pytest.raises(PeerError, match="listed twice"):
+        fetch_all(url, tmp_path / "one", timeout_s=2)
+    routes = {"/records": _listed(("a.json", 2)), "/records/a.json": _file(b"{}")}
+    taken: set[str] = set()
+    with _peer(routes) as first, _peer(routes) as second:
+        fetch_all(first, tmp_path / "two", timeout_s=2, taken=taken)
+        with pytest.raises(PeerError, match="listed twice"):
+            fetch_all(second, tmp_path / "two", timeout_s=2, taken=taken)
+
+
+def test_a_redirect_is_an_answer_not_followed(tmp_path):
+    elsewhere = {"Location": "ftp://127.0.0.1/records"}
+    answer = {"/records": (302, b"", 0.0, 1)}
+    with _peer(answer, elsewhere) as url, pytest.raises(PeerError, match="HTTP 302"):
+        fetch_all(url, tmp_path / "sent", timeout_s=2)
+
+
+@contextmanager
+def _raw_peer(answer: bytes) -> Iterator[str]:
+    """A peer that answers every connection with `answer`, HTTP or not, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(65536)
+                connection.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"hello\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"],
+    ids=["not HTTP", "a body cut short"],
+)
+def test_a_malformed_answer_is_named_not_a_traceback(tmp_path, answer):
+    with _raw_peer(answer) as url, pytest.raises(PeerError, match=url):
+        fetch_all(url, tmp_path / "sent", timeout_s=2)
+
+
+def test_collect_keeps_what_it_fetched_names_the_rest_and_a_bad_stats(tmp_path):
+    real = _parquet_bytes(tmp_path)
+    sender_routes = {
+        "/records": _listed(("sent-w0-000000.parquet", len(real)), ("_sender-w0.json", 2)),
+        "/records/sent-w0-000000.parquet": _file(real),
+    }
+    receiver_routes = {"/records": _listed(), "/stats": _file(b'{"not": "counters"}')}
+    with _peer(sender_routes) as sender, _peer(receiver_routes) as receiver:
+        done = _evbench(
+            "collect", "--sender", sender, "--receiver", receiver, "--sut", "x",
+            "--runs-dir", str(tmp_path / "runs"), "--no-analyze",
+        )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    kept = tmp_path / "runs" / ".collecting-x" / "sent" / "sent-w0-000000.parquet"
+    assert kept.read_bytes() == real and f"kept in {kept.parent.parent}" in done.stderr
+    assert f"sender {sender}/records/_sender-w0.json: HTTP 404" in done.stderr
+    assert "1 files fetched, missing: _sender-w0.json" in done.stderr
+    assert f"receiver the receiver's counters at {receiver} without" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--sut", "x/../../victim"], "argument --sut: --sut 'x/../../victim' is not allowed"),
+        (["--sut", "x", "--sender", "http://h:1/a b"], "holds a space or a control character"),
+    ],
+    ids=["a --sut that is a path", "a URL with a space"],
+)
+def test_collect_refuses_what_would_become_a_bad_path_or_url(args, said):
+    sender = [] if "--sender" in args else ["--sender", "http://127.0.0.1:1"]
+    done = _evbench("collect", *sender, "--receiver", "http://127.0.0.1:1", *args)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+def test_a_grace_longer_than_its_cap_is_refused_naming_both():
+    done = _evbench("run", "--sut", "direct", "--pace", "10:1", "--grace", "10", "--grace-cap", "5")
+    assert done.returncode == 2, done.stderr
+    assert "--grace 10 is longer than --grace-cap 5" in done.stderr
