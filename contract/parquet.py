@@ -141,12 +141,18 @@ class PartWriter:
         table = pa.Table.from_batches(batches, schema=self.schema)
         with self._lock:
             number = self._next_part
-            self._next_part += 1
             path = self.directory / f"{self.prefix}-{number:06d}.parquet"
             # A leading dot hides the temp file from Parquet dataset readers.
             tmp = self.directory / f".{path.name}.tmp"
-            self._encode(table, tmp)
-            os.replace(tmp, path)
+            try:
+                self._encode(table, tmp)
+                os.replace(tmp, path)
+            except BaseException:
+                # Nothing half-written stays (a full disk: it would hold the space the retry
+                # needs); the rows go back to the caller, the number to the next try.
+                tmp.unlink(missing_ok=True)
+                raise
+            self._next_part += 1
             self.rows_written += rows
             self.parts_written += 1
         return path

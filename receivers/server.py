@@ -12,6 +12,7 @@ refused with the status that says why (see `receivers.limits`) and counted in /s
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -118,6 +119,7 @@ class Receiver:
         self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Future[object] | None = None
         self._writing_rows: list[Row] = []  # what the write in flight holds, if it fails
+        self._failing: str | None = None  # why writing fails, while it does (said once)
         # Made now, not at the first scrape: loading the Prometheus client then would hold up
         # the loop, and so the stamps of the events arriving meanwhile, mid-run.
         self._metrics = ReceiverMetrics(self)
@@ -201,9 +203,15 @@ class Receiver:
         self._writing_rows = rows
         try:
             # Shielded: cancelling the flusher at shutdown must not abandon rows mid-write.
+            # Cancelled here, the write stays in `_writing` for close() to settle.
             await asyncio.shield(self._writing)
         except Exception as exc:
             self._write_failed(rows, exc)
+        else:
+            self._write_resumed()
+        # Settled here, rows put back or written: close() must not put them back again.
+        self._writing = None
+        self._writing_rows = []
         self._count_written()
 
     def _count_written(self) -> None:
@@ -215,7 +223,20 @@ class Receiver:
         # Keep the rows for the next tick rather than lose them (disk full, say).
         self.stats.write_errors += 1
         self.writer.rows[:0] = rows
-        print(f"receiver: writing records failed, will retry: {exc}", file=sys.stderr)
+        reason = _reason(exc)
+        if reason != self._failing:  # said once per cause, not every tick of a full disk
+            self._failing = reason
+            print(
+                f"receiver: cannot write records to {self.writer.directory}: {reason}; "
+                f"keeping them in memory, retrying every {self.flush_interval_s:g} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _write_resumed(self) -> None:
+        if self._failing is not None:
+            self._failing = None
+            print(f"receiver: writing records to {self.writer.directory} again", file=sys.stderr)
 
     async def close(self) -> None:
         """Stop accepting, write every row still in memory; unwritten rows are counted."""
@@ -225,14 +246,28 @@ class Receiver:
             task.cancel()
         # Let a flush cancelled mid-slicing put its rows back before they are taken below.
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._writing is not None:
+        if self._writing is not None:  # its flusher was cancelled mid-write, so not told
             await asyncio.wait([self._writing])
-            if self._writing.exception() is not None:  # its flusher was cancelled, not told
+            if self._writing.exception() is not None:
                 self.writer.rows[:0] = self._writing_rows
+            self._writing = None
+            self._writing_rows = []
         rows = self.writer.take()
         try:
             self.writer.write(rows)
         except Exception as exc:  # reported in the final stats and exit code
             self.stats.unwritten_rows = len(rows)
-            print(f"receiver: {len(rows)} records could not be written: {exc}", file=sys.stderr)
+            where = self.writer.directory
+            print(
+                f"receiver: {len(rows)} records could not be written to {where}: {_reason(exc)}",
+                file=sys.stderr,
+            )
         self._count_written()
+
+
+def _reason(exc: Exception) -> str:
+    """What went wrong in a few words: the system's for an OSError (pyarrow's own message
+    repeats it inside a longer one), the message otherwise."""
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno)
+    return str(exc) or type(exc).__name__
