@@ -87,7 +87,11 @@ class Connection(asyncio.Protocol):
         self.in_request = False
         self.accepted = False
         self.closing = False  # refused, timed out or failed: nothing more is read
-        self.deadline = self.chunk_mono + self.limits.idle_timeout_s
+        # Until its first request begins, a connection is held for the header timeout, not the
+        # idle one (that is for keep-alive between requests): silent connections must not
+        # fill the connection cap for two minutes at a time.
+        self.fresh = True
+        self.deadline = self.chunk_mono + self.limits.header_timeout_s
         self._reset()
 
     def _reset(self) -> None:
@@ -111,7 +115,8 @@ class Connection(asyncio.Protocol):
         # A stream transport (create_server's): asyncio types the callback for any kind.
         self.transport = stream = cast(asyncio.Transport, transport)
         stats = self.receiver.stats
-        if stats.open_connections >= self.limits.max_connections:
+        at_cap = stats.open_connections >= self.limits.max_connections
+        if at_cap and not self.receiver.evict_fresh():
             stats.refused_connections += 1
             self.closing = True
             stream.write(_response("503 Service Unavailable", b"too many connections\n"))
@@ -121,6 +126,7 @@ class Connection(asyncio.Protocol):
         stats.connections += 1
         stats.open_connections += 1
         self.receiver.connections.add(self)
+        self.receiver.fresh[self] = None
         # Answers queue up to this much before pause_writing() stops reading from the client.
         stream.set_write_buffer_limits(high=self.limits.max_queued_answer_bytes)
 
@@ -128,6 +134,7 @@ class Connection(asyncio.Protocol):
         if self.accepted:
             self.receiver.stats.open_connections -= 1
             self.receiver.connections.discard(self)
+            self.receiver.fresh.pop(self, None)
             self._release_body()
         # The parser holds this protocol and the protocol the parser: break the cycle now rather
         # than leave both (and a request's buffered body) to the cyclic garbage collector.
@@ -187,6 +194,9 @@ class Connection(asyncio.Protocol):
     # httptools callbacks
     def on_message_begin(self) -> None:
         self._reset()
+        if self.fresh:
+            self.fresh = False
+            self.receiver.fresh.pop(self, None)
         self.in_request = True
         self.started_ns = self.chunk_ns
         self.deadline = self.chunk_mono + self.limits.header_timeout_s
@@ -336,6 +346,14 @@ class Connection(asyncio.Protocol):
             body = b"internal error in the receiver\n"
             self.transport.write(_response("500 Internal Server Error", body, close=True))
             self.transport.close()
+
+    def evict(self) -> None:
+        """Closed to make room at the connection cap: it has not begun a request, so nothing
+        is lost but a socket its client opened and never used."""
+        self.receiver.stats.idle_closed += 1
+        self._closing_now()
+        if self.transport is not None:
+            self.transport.abort()  # its descriptor is free for the newcomer at once
 
     def expire(self) -> None:
         """Past the deadline of the current phase: 408 for a stalled request, else just close.

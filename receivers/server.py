@@ -113,6 +113,8 @@ class Receiver:
         self.writer = PartWriter(out_dir, RECEIVED_FIELDS, prefix=name)
         self.stats = Counters()
         self.connections: set[Connection] = set()
+        # Connections that have not begun a request, oldest first: evicted at the cap.
+        self.fresh: dict[Connection, None] = {}
         self.buffered_bytes = 0
         self.body_limit_digits = len(str(self.limits.max_body_bytes))
         self._server: asyncio.Server | None = None
@@ -154,6 +156,17 @@ class Receiver:
                 event.ce_source,
             )
         )
+
+    def evict_fresh(self) -> bool:
+        """Make room for a new connection at the cap by closing the oldest one that has not
+        begun a request (a client that opens sockets and sends nothing must not lock others
+        out); False when every connection is in a request or between requests."""
+        oldest = next(iter(self.fresh), None)
+        if oldest is None:
+            return False
+        del self.fresh[oldest]
+        oldest.evict()
+        return True
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
