@@ -265,3 +265,15 @@ def duration_of(totals: StepTotals, durations: Mapping[int, int]) -> int:
     """The step's duration as the pace gave it, else as its slots imply."""
     rate = totals["target_rate_per_s"]
     return durations.get(totals["step"], max(1, totals["scheduled"] // max(rate, 1)))
+
+
+def cut_short_s(totals: StepTotals, duration_s: float) -> float | None:
+    """The seconds a step's slots cover when it was cut short (an interrupt, a sender killed:
+    fewer slots than its duration holds by more than half a second's), else None. Its rates
+    are then measured over the time it ran: over the whole duration, a step cut at 6 s of 20
+    would read as delivering 30 % of its pace."""
+    rate = totals["target_rate_per_s"]
+    if rate <= 0:
+        return None
+    ran_s = totals["scheduled"] / rate
+    return ran_s if ran_s < duration_s - 0.5 else None

@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import fastdigest
 import numpy as np
 
+from analysis.deaths import after_deaths, death_summaries, deaths_text, spoiled_steps
 from analysis.digests import empty_tail, merged, merged_top, tail_figures
 from analysis.inputs import AnalyzeOptions, SutInputs
-from analysis.steprule import StepTails, StepTotals, duration_of, step_figures
+from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
 from analysis.verdicts import (
     InstrumentEvidence,
     Thresholds,
@@ -26,6 +27,7 @@ from analysis.verdicts import (
     delivery_attempts,
     instrument_failures,
     judge,
+    not_judged_probe,
     search_verdict_text,
     under_instrument_failure,
     verdict_text,
@@ -34,9 +36,11 @@ from contract.clocks import Correction
 from contract.documents import (
     ClockSummaryDoc,
     CountsDoc,
+    DeathSummaryDoc,
     RunDoc,
     StepSummaryDoc,
     SummaryDoc,
+    SutDeathDoc,
     TailDoc,
     receiver_stats,
     sender_summary,
@@ -79,7 +83,14 @@ def summary(
     counts = _counts(found.totals, found.foreign)
     failures = instrument_failures(evidence(inputs, counts))
     steps, verdicts = _judged_steps(run, found, opts.thresholds, failures)
+    deaths = _deaths(run, found.totals, inputs.start_ns)
+    verdicts = after_deaths(verdicts, deaths.spoiled, deaths.lost, inputs.start_ns)
+    for step, judged in zip(steps, verdicts, strict=True):
+        step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
     point, sustainable, verdict = _run_verdict(run, verdicts, failures)
+    if deaths.found and not failures and "search" not in run:
+        rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
+        verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
     doc: SummaryDoc = {
         "run_id": run["run_id"],
         "sut": run["sut"],
@@ -107,7 +118,30 @@ def summary(
     }
     if search := run.get("search"):
         doc["search"] = search
+    if deaths.found:
+        doc["sut_deaths"] = deaths.found
     return doc
+
+
+@dataclass(frozen=True)
+class _Deaths:
+    spoiled: Mapping[int, SutDeathDoc]
+    lost: Mapping[int, int]
+    found: list[DeathSummaryDoc]
+
+
+def _deaths(run: RunDoc, totals: Sequence[StepTotals], start_ns: int | None) -> _Deaths:
+    """The system's processes that died (run.json's `sut_deaths`) and the steps they spoiled
+    (analysis.deaths): a search restarts a dead system before its next probe."""
+    deaths = run.get("sut_deaths") or []
+    ordered = sorted(totals, key=lambda t: t["step"])
+    starts = [(t["step"], t["start_ns"]) for t in ordered]
+    search = run.get("search")
+    probes = search.get("probes") or [] if search else []
+    restarted = {p["step"] for p in probes if p.get("restarted")}
+    spoiled = spoiled_steps(deaths, starts, restarted)
+    lost = {t["step"]: t["lost"] for t in ordered}
+    return _Deaths(spoiled, lost, death_summaries(deaths, spoiled, lost, start_ns))
 
 
 def _judged_steps(
@@ -119,20 +153,22 @@ def _judged_steps(
     for point in sorted(found.e2e_points, key=lambda p: p["second"]):
         medians.setdefault(int(point["step"]), []).append((point["second"], point["p50_ms"]))
     baseline = baseline_e2e_p99_ms(found.totals, found.sketches, thresholds.min_events)
-    rows = [
-        step_row(
-            total,
-            duration_of(total, durations),
-            StepTails(
-                e2e=_tail(found.sketches, "e2e", total["step"]),
-                sender_lag=_tail(found.sketches, "sender_lag", total["step"]),
-                e2e_medians=medians.get(total["step"], []),
-            ),
-            thresholds,
-            baseline,
+    last = max((t["step"] for t in found.totals), default=None)
+    finished = run.get("status") == "completed"
+    rows = []
+    for total in found.totals:
+        duration_s = duration_of(total, durations)
+        # Only the step under way when a run stopped early can be cut short.
+        ran_s = None if finished or total["step"] != last else cut_short_s(total, duration_s)
+        tails = StepTails(
+            e2e=_tail(found.sketches, "e2e", total["step"]),
+            sender_lag=_tail(found.sketches, "sender_lag", total["step"]),
+            e2e_medians=medians.get(total["step"], []),
         )
-        for total in found.totals
-    ]
+        row = step_row(total, duration_s, tails, thresholds, baseline, ran_s)
+        if ran_s is not None and "search" in run:
+            row = row[0], not_judged_probe(row[1])
+        rows.append(row)
     verdicts = under_instrument_failure([verdict for _, verdict in rows], failures)
     steps = []
     for (step, _), verdict in zip(rows, verdicts, strict=True):
@@ -168,11 +204,16 @@ def step_row(
     tails: StepTails,
     thresholds: Thresholds,
     baseline_e2e_p99_ms: float | None,
+    ran_s: float | None = None,
 ) -> tuple[StepSummaryDoc, Verdict]:
     """A step's summary row and its verdict (before any instrument failure overrules it): the
-    figures are the step rule's (analysis.steprule.step_figures), as a search probe's are."""
-    figures = step_figures(total, tails, duration_s, baseline_e2e_p99_ms)
+    figures are the step rule's (analysis.steprule.step_figures), as a search probe's are. A
+    step cut short (`ran_s`) is judged on the time it ran, and says so."""
+    figures = step_figures(total, tails, ran_s or duration_s, baseline_e2e_p99_ms)
     verdict = judge(figures, thresholds)
+    if ran_s is not None:
+        cut = f"cut short after {ran_s:.1f} s of {duration_s} s: judged on the time it ran"
+        verdict = replace(verdict, reasons=(*verdict.reasons, cut))
     rate = total["target_rate_per_s"]
     achieved = achieved_rate_per_s(total["sent"], total["start_ns"], total["last_sent_ns"], rate)
     row: StepSummaryDoc = {
@@ -197,6 +238,8 @@ def step_row(
         "verdict": verdict.verdict,
         "reasons": list(verdict.reasons),
     }
+    if ran_s is not None:
+        row["ran_s"] = round(ran_s, 3)
     return row, verdict
 
 

@@ -48,6 +48,7 @@ BREAKS = "breaks"
 SENDER_LIMITED = "sender-limited"
 INSUFFICIENT = "insufficient-data"
 INSTRUMENT_FAILED = "instrument-failed"
+NOT_JUDGED = "not-judged"
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,14 @@ def under_instrument_failure(verdicts: Sequence[Verdict], failures: Sequence[str
         else v
         for v in verdicts
     ]
+
+
+def not_judged_probe(v: Verdict) -> Verdict:
+    """A search's probe cut short (the search interrupted) is never a break, nor a hold: the
+    search decides on whole probes, so what a part of one showed decides nothing."""
+    if v.verdict not in (BREAKS, HOLDS):
+        return v
+    return replace(v, verdict=NOT_JUDGED, reasons=(*v.reasons, "a probe cut short is not judged"))
 
 
 def verdict_text(

@@ -158,6 +158,16 @@ class SutDescription(TypedDict, total=False):
     consumer_lag: ConsumerLagDescription  # a system on a topic: how its lag was sampled
 
 
+class SutDeathDoc(TypedDict):
+    """A process of the system (or its broker) that exited while it should have been running:
+    written by the session's watch (evbench.session), read by the analysis, which judges the
+    steps from then on by the crash, never as the system's capacity."""
+
+    role: str  # dispatcher, ingress, kafka (the lab's broker), ...
+    noticed_ns: int  # when the watch saw it gone (it died at most one watch interval before)
+    exit_code: int | None  # None: unknown (not a child of this evbench)
+
+
 class RunDoc(TypedDict):
     """run.json: everything that shaped a run (DESIGN §3). Written by `evbench run` (at the
     schedule start with status "running", again at the end) and by `evbench import-knative`.
@@ -173,6 +183,7 @@ class RunDoc(TypedDict):
     payload_bytes: int | None
     # `evbench run`
     sut_settings: NotRequired[SutDescription]
+    sut_deaths: NotRequired[list[SutDeathDoc]]  # across restarts (a search's), in time order
     decoy_every: NotRequired[int]
     interrupted: NotRequired[bool]
     instrument_failures: NotRequired[list[str]]
@@ -264,6 +275,9 @@ class StepSummaryDoc(TypedDict):
     e2e_rise_ms: float | None
     verdict: str
     reasons: list[str]
+    # A step cut short (the run interrupted, the sender killed): the seconds its slots cover,
+    # over which its rates are judged; absent for a step that ran its whole duration.
+    ran_s: NotRequired[float]
 
 
 class WorkerClockDoc(TypedDict):
@@ -281,6 +295,16 @@ class ClockSummaryDoc(TypedDict):
     note: str
     workers: dict[str, WorkerClockDoc]  # by worker index
     negative_e2e: int  # events received before they were due: a clock disagreement, counted
+
+
+class DeathSummaryDoc(TypedDict):
+    """A death as the summary tells it: when (seconds from the schedule start), in which step,
+    and what was lost from that step on."""
+
+    role: str
+    at_s: float | None  # None: the schedule start is unknown
+    step: int | None  # the step it died in (or after): None before the first or without steps
+    lost_after: int
 
 
 class SummaryDoc(TypedDict):
@@ -303,6 +327,7 @@ class SummaryDoc(TypedDict):
     max_sustainable_rate_per_s: int | None
     thresholds: dict[str, Any]
     clock: NotRequired[ClockSummaryDoc]  # absent in summaries written before clock offsets
+    sut_deaths: NotRequired[list[DeathSummaryDoc]]  # the system's processes that died, if any
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
 
 

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract.documents import NotReported, RunStatus, SearchSenderSummary, SutDescription
+from contract.documents import (
+    NotReported,
+    RunStatus,
+    SearchSenderSummary,
+    SutDeathDoc,
+    SutDescription,
+)
 from contract.layout import SutDir
 from contract.lines import ReceiverStats, SenderClock, SenderDone
 from evbench.consumers import BareClientOptions, ConsumerSpec
@@ -88,6 +94,8 @@ class RunOutcome:
     receiver: ReceiverStats | NotReported = field(default_factory=lambda: NotReported())
     sut: SutDescription = field(default_factory=lambda: SutDescription())
     sut_died: list[str] = field(default_factory=list)
+    # When each process of the system was seen gone (evbench.deathwatch), across restarts.
+    sut_deaths: list[SutDeathDoc] = field(default_factory=list)
     # Why the instruments cannot be trusted (any entry fails the run; analysis says so too).
     instrument_failures: list[str] = field(default_factory=list)
     schedule_start_ns: int | None = None  # announced by the sender before its first slot

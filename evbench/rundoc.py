@@ -100,6 +100,7 @@ def run_document(
         "run_id": run_id,
         "sut": opts.sut,
         "sut_settings": outcome.sut,
+        "sut_deaths": outcome.sut_deaths,
         "decoy_every": knobs.decoy_every,
         "status": status,
         "interrupted": status == "interrupted",

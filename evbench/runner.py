@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from analysis.deaths import death_text
 from contract.documents import NotReported
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, sut_dir_for
@@ -185,12 +186,17 @@ def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None
         follow.receiver_lost = True
         echo("receiver died: stopping the sender (the run has failed)")
         sender.signal(signal.SIGINT)
-    if newly_dead := set(session.dead()) - follow.reported_dead:
-        # A system's process dying is a result, not an instrument failure: the run goes on
-        # and what it drops shows as lost events.
-        follow.reported_dead |= newly_dead
-        name = session.opts.sut
-        echo(f"{name}: {', '.join(sorted(newly_dead))} exited during the run; going on")
+    for death in session.deaths():
+        if death["role"] in follow.reported_dead:
+            continue
+        # A system's process dying is a crash, not an instrument failure, nor a capacity
+        # limit: the run goes on, and the analysis judges the steps from then on by it.
+        follow.reported_dead |= {death["role"]}
+        when = death_text(death, session.outcome.schedule_start_ns)
+        echo(
+            f"{session.opts.sut}: {when}; going on (the steps from here are judged by the "
+            "crash, not as the system's capacity)"
+        )
 
 
 def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:

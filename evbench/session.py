@@ -32,11 +32,18 @@ from typing import Any
 import httpx
 
 from analysis.verdicts import delivery_attempts, wiring_diagnosis
-from contract.documents import NotReported, RunDoc, RunStatus, parse_receiver_stats
+from contract.documents import (
+    NotReported,
+    RunDoc,
+    RunStatus,
+    SutDeathDoc,
+    parse_receiver_stats,
+)
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import ReceiverStats
 from contract.procs import Child
+from evbench.deathwatch import DeathWatch
 from evbench.health import grace_verdict, receiver_failure, receiver_limits
 from evbench.insight import Insight
 from evbench.instruments import start_receiver
@@ -77,6 +84,7 @@ class Session:
         self.sut: Sut | None = None
         self.target = ""  # where senders send: the system's ingress or topic
         self.lag: ConsumerLagSampler | None = None
+        self.watch: DeathWatch | None = None
         self.senders: list[Child] = []  # the sender (or a fleet's master) and its workers
         self.restarts = 0
         self.record: Callable[[RunStatus | None], None] = lambda status: None
@@ -237,6 +245,8 @@ class Session:
         self.target = sut.start(subscriber)
         for role, pid in sut.processes().items():
             self.sampler.watch(role, pid)
+        self.watch = DeathWatch(sut.dead, sut.exit_code)
+        self.watch.start()
         self.insight.attach(sut)
         if sut.components:
             ready = sut.wait_ready()
@@ -249,10 +259,12 @@ class Session:
     def stop_system(self) -> None:
         """The system and its lag sampler, described for run.json (once: a second call after a
         restart's stop finds nothing left)."""
-        sut, lag = self.sut, self.lag
+        sut, lag, watch = self.sut, self.lag, self.watch
         if sut is None:
             return
-        self.sut, self.lag = None, None
+        self.sut, self.lag, self.watch = None, None, None
+        if watch is not None:  # before anything is stopped: a stopped process is no death
+            self.outcome.sut_deaths.extend(watch.stop())
         self.outcome.sut_died = sut.dead()
         self.insight.detach()
         if lag is not None:
@@ -276,6 +288,15 @@ class Session:
     def dead(self) -> list[str]:
         """The system's processes that exited while they should be running."""
         return self.sut.dead() if self.sut is not None else []
+
+    def deaths(self) -> list[SutDeathDoc]:
+        """When each process of the system was seen gone, this system and those before a
+        restart (evbench.deathwatch)."""
+        current: list[SutDeathDoc] = []
+        if self.watch is not None:
+            self.watch.check()
+            current = list(self.watch.deaths)
+        return [*self.outcome.sut_deaths, *current]
 
     def consumer_lag(self) -> int:
         """The system's consumer group's lag now (0 when it has no topic, or it cannot be read:

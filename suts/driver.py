@@ -33,6 +33,8 @@ from suts.flags import ComponentSettings
 from suts.settings import DEFAULT_TRIGGER, LabSettings
 from suts.tansu import Tansu, create_topic
 
+BROKER_ROLE = "kafka"  # the lab's own broker among the system's processes
+
 __all__ = ["DEFAULT_TRIGGER", "LabSettings", "Started", "Sut"]
 
 
@@ -149,7 +151,7 @@ class Sut:
     def processes(self) -> dict[str, int]:
         pids = {role: part.child.pid for role, part in self.components.items()}
         if self.broker is not None and self.broker.pid is not None:
-            pids["kafka"] = self.broker.pid
+            pids[BROKER_ROLE] = self.broker.pid
         return pids
 
     def metrics_endpoints(self) -> dict[str, str]:
@@ -159,8 +161,19 @@ class Sut:
         return {role: part.url + "metrics" for role, part in self.components.items() if part.url}
 
     def dead(self) -> list[str]:
-        """Components that exited while they should be running."""
-        return [role for role, part in self.components.items() if not part.child.alive()]
+        """Components (and the lab's own broker, as `kafka`) that exited while they should be
+        running: a Kafka system whose broker died has died with it."""
+        gone = [role for role, part in self.components.items() if not part.child.alive()]
+        if self.broker is not None and self.broker.exit_code() is not None:
+            gone.append(BROKER_ROLE)
+        return gone
+
+    def exit_code(self, role: str) -> int | None:
+        """How a process of the system ended (None: still running, or not one of its own)."""
+        if role == BROKER_ROLE:
+            return self.broker.exit_code() if self.broker is not None else None
+        part = self.components.get(role)
+        return part.child.proc.poll() if part is not None else None
 
     def stop(self) -> dict[str, dict[str, int]]:
         # Once: a failed start() stops what it started, and the runner's teardown stops again;

@@ -6,6 +6,8 @@ without joining it (joining would trigger a rebalance of the system under test).
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -38,8 +40,16 @@ class ConsumerLagSampler:
         self.topic = topic
         self.interval_s = interval_s
         self.writer = PartWriter(out_dir, CONSUMER_LAG_FIELDS, prefix="lag")
+        self.client_log = OnceLog(f"consumer-lag sampler ({bootstrap})")
         self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                # Its client's complaints (a broker gone: one per retry, every second) go
+                # through evbench, said once and then counted, never to the console per retry.
+                "logger": self.client_log.logger,
+            }
         )
         self.errors = 0
         self.last_total_lag: int | None = None
@@ -92,6 +102,8 @@ class ConsumerLagSampler:
         except (KafkaException, KeyError):
             self.errors += 1
             return None
+        finally:
+            self.consumer.poll(0)  # hands the client's queued log lines to `client_log`
 
     def _run(self) -> None:
         while True:
@@ -106,3 +118,30 @@ class ConsumerLagSampler:
             self._thread.join(timeout=30)
         self.writer.flush()
         self.consumer.close()
+
+
+class OnceLog:
+    """A Kafka client's log, said once: its first line of each facility (CONNECT, FAIL, ...) to
+    stderr with who said it, the rest counted (a dead broker makes librdkafka log every retry,
+    and the run's own lines would drown)."""
+
+    def __init__(self, who: str) -> None:
+        self.who = who
+        self.said: set[str] = set()
+        self.counted = 0
+        self.logger = logging.Logger(f"evbench.kafka.{id(self)}")
+        self.logger.addFilter(self._once)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{who}: %(message)s"))
+        self.logger.addHandler(handler)
+
+    def _once(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        facility = str(args[0]) if args else record.getMessage()
+        if facility in self.said:
+            self.counted += 1
+            return False
+        self.said.add(facility)
+        record.msg = f"{record.getMessage()} (its next lines of this kind are counted, not shown)"
+        record.args = None
+        return True

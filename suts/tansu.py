@@ -80,6 +80,10 @@ class Tansu:
             self.stop()  # most likely another process took the port first: try another
         raise EvbenchError(f"Tansu broker did not start; see {self.log_path}")
 
+    def exit_code(self) -> int | None:
+        """None while it runs (or before it started); its exit code once it has exited."""
+        return self.proc.poll() if self.proc is not None else None
+
     def _wait_ready(self, timeout_s: float) -> bool:
         assert self.proc is not None
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.job import AnalyzeOptions, analyze_sut
+from analysis.job import AnalyzeOptions, analyze, analyze_sut
 from contract.documents import RunDoc, SummaryDoc, problems
 from contract.parquet import part_files, read_parts
 from contract.procs import die_with_parent
@@ -156,7 +156,7 @@ def test_a_skewed_receiver_clock_is_measured_and_corrected(tmp_path, spark):
         assert abs(moved + shift_ms) <= bound_ms + slack_ms, (figure, moved, bound_ms)
 
 
-def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
+def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path, spark):
     proc = _evbench(
         "run",
         "--sut",
@@ -184,6 +184,14 @@ def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path):
         r["event_id"] for r in read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
     }
     assert received == acked
+    # The cut step is judged on the time it ran: over its whole 60 s it would read as
+    # delivering a few percent of its pace, "breaks at 300/s" (issue 33, item 2).
+    (summary,) = analyze(spark, [sut_dir], AnalyzeOptions())
+    (step,) = summary["steps"]
+    assert step["verdict"] != "breaks", step
+    assert 0 < step["ran_s"] < 60 and step["delivered_rate_per_s"] > 250, step
+    assert any(r.startswith("cut short after ") for r in step["reasons"]), step
+    assert summary["breaking_point_per_s"] is None
 
 
 def test_bad_pace_is_refused_before_anything_starts(tmp_path):
