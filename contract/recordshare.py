@@ -11,10 +11,13 @@ takes only paths inside its own and files that match the listing.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import json
+import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -22,10 +25,13 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, TypedDict
+from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:  # what RawIOBase.readinto is given: a writable buffer
+    from typing_extensions import Buffer
 
 PREFIX = "/records"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
@@ -97,8 +103,63 @@ def resolve(directory: Path, url_path: str) -> Path | None:
     return path if path.exists() and _not_servable(path, directory.resolve()) is None else None
 
 
+# What one client may cost `evbench serve-records`: its request's head (it never reads a body)
+# must be whole within HEAD_TIMEOUT_S of the connection's accept and under HEAD_LIMIT_BYTES, so
+# a silent, half-sent or trickling client is closed then (one request per connection: HTTP/1.0,
+# no keep-alive to idle in); an answer must be taken at MIN_BYTES_PER_S after that, the rate a
+# collector holds a peer to; at most MAX_CONNECTIONS are served at once, each on a thread,
+# and beyond them a client is answered 503 and closed.
+HEAD_TIMEOUT_S = 10.0
+HEAD_LIMIT_BYTES = 64 * 1024
+MAX_CONNECTIONS = 64
+_BUSY_BODY = b"every connection slot is taken: retry\r\n"
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+
+
+class _HeadTooLong(Exception):
+    """More than HEAD_LIMIT_BYTES read from one connection: it is closed unanswered."""
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A connection's reads, each allowed only what is left of its deadline (a socket timeout
+    alone is renewed by every byte a trickling client sends) and HEAD_LIMIT_BYTES in all."""
+
+    def __init__(self, connection: socket.socket, deadline: float) -> None:
+        self._connection, self._deadline, self._read_bytes = connection, deadline, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Buffer) -> int:
+        left_s = self._deadline - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError("the request's head was not whole by its deadline")
+        if self._read_bytes >= HEAD_LIMIT_BYTES:
+            raise _HeadTooLong()
+        self._connection.settimeout(left_s)
+        got = self._connection.recv_into(buffer, min(memoryview(buffer).nbytes, HEAD_LIMIT_BYTES))
+        self._read_bytes += got
+        return got
+
+
 class _Handler(BaseHTTPRequestHandler):
     directory: Path
+    head_timeout_s: float
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the plain reader; it would keep the socket's descriptor open
+        deadline = time.monotonic() + self.head_timeout_s
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, deadline))
+
+    def handle(self) -> None:
+        # A timeout is caught in there (the connection dropped); a client that sent too much
+        # or went away is let go here: there is nothing more to say to it.
+        with contextlib.suppress(_HeadTooLong, ConnectionError):
+            super().handle()
 
     def do_GET(self) -> None:  # http.server's name for it
         path = self.path.split("?", 1)[0]
@@ -106,16 +167,37 @@ class _Handler(BaseHTTPRequestHandler):
             offered = listing(self.directory, _said)
             self._send(200, json.dumps(offered).encode(), "application/json")
         elif path.startswith(PREFIX + "/") and (found := resolve(self.directory, path)):
-            self._send(200, found.read_bytes(), "application/octet-stream")
+            self._send(200, found, "application/octet-stream")
         else:
             self._send(404, b"GET /records or /records/<path>\n", "text/plain")
 
-    def _send(self, status: int, body: bytes, content_type: str) -> None:
+    def _send(self, status: int, body: bytes | Path, content_type: str) -> None:
+        """The answer, within a deadline a reader taking MIN_BYTES_PER_S meets; a file is sent
+        a chunk at a time, never read whole into memory."""
+        size = len(body) if isinstance(body, bytes) else body.stat().st_size
+        deadline = time.monotonic() + self.head_timeout_s + size / MIN_BYTES_PER_S
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(size))
+        self._until(deadline)
         self.end_headers()
-        self.wfile.write(body)
+        if isinstance(body, bytes):
+            self._until(deadline)
+            self.wfile.write(body)
+            return
+        with body.open("rb") as source:
+            while size > 0 and (chunk := source.read(min(size, 1 << 20))):
+                self._until(deadline)
+                self.wfile.write(chunk)
+                size -= len(chunk)
+
+    def _until(self, deadline: float) -> None:
+        """The next write may take what is left before `deadline` (sendall's timeout is its
+        whole duration); a TimeoutError, which drops the connection, once it has passed."""
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise TimeoutError("the answer was not taken by its deadline")
+        self.connection.settimeout(left_s)
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # one line per file fetched is noise in a supervisor's log
@@ -126,10 +208,56 @@ def _said(line: str) -> None:
     print(f"evbench serve-records: {line}", file=sys.stderr, flush=True)
 
 
-def server(directory: Path, host: str, port: int) -> ThreadingHTTPServer:
+_Request = socket.socket | tuple[bytes, socket.socket]  # socketserver's, a stream's or a datagram's
+
+
+class _RecordsServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` of them; beyond, 503 and close."""
+
+    daemon_threads = True
+    request_queue_size = 128  # a burst is accepted and answered (if only 503), not left to hang
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[_Handler], max_connections: int
+    ) -> None:
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: _Request, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):  # a fresh socket's buffer takes it at once
+                assert isinstance(request, socket.socket)  # a stream server's request
+                request.setblocking(False)
+                request.send(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: its slot is free again
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: _Request, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        _said(f"a request from {client_address} failed: {sys.exc_info()[1]!r}")
+
+
+def server(
+    directory: Path,
+    host: str,
+    port: int,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    max_connections: int = MAX_CONNECTIONS,
+) -> ThreadingHTTPServer:
     """A server for `directory`'s records (call serve_forever; port 0 picks one)."""
-    handler = type("RecordsHandler", (_Handler,), {"directory": directory})
-    return ThreadingHTTPServer((host, port), handler)
+    attributes = {"directory": directory, "head_timeout_s": head_timeout_s}
+    handler = type("RecordsHandler", (_Handler,), attributes)
+    return _RecordsServer((host, port), handler, max_connections)
 
 
 class PeerError(Exception):
@@ -148,6 +276,11 @@ class PeerError(Exception):
 MIN_BYTES_PER_S = 64 * 1024
 MAX_FILE_BYTES = 1 << 34
 MAX_DOCUMENT_BYTES = 1 << 26
+# A listed path deeper or longer than a record's ever is, or with a name no file system takes,
+# is refused before anything is made of it (2,000 levels ran mkdir out of its recursion).
+MAX_PATH_PARTS = 16
+MAX_PATH_BYTES = 1024
+_NAME_MAX_BYTES = 255
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -213,6 +346,12 @@ def _refused(relative: object, size: object, taken: set[str]) -> str | None:
     path = PurePosixPath(relative)
     if path.is_absolute() or any(part.startswith(".") for part in path.parts):
         return "outside its records"
+    if len(path.parts) > MAX_PATH_PARTS or len(relative.encode(errors="replace")) > MAX_PATH_BYTES:
+        return (
+            f"a path too deep or too long (over {MAX_PATH_PARTS} parts or {MAX_PATH_BYTES} bytes)"
+        )
+    if any(len(part.encode(errors="replace")) > _NAME_MAX_BYTES for part in path.parts):
+        return f"a path too deep or too long (a name over {_NAME_MAX_BYTES} bytes)"
     if path.suffix not in _SUFFIXES:
         return "not a record's name"
     if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_BYTES:
@@ -241,7 +380,9 @@ def _fetch_one(url: str, target: Path, size: int, timeout_s: float) -> Path:
     except OSError as exc:  # this side's disk, not the peer
         raise PeerError(f"cannot write {target}: {exc.strerror or exc}", [], []) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        # Never raised over the error that is being said (a dot-name is never listed anyway).
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return target
 
 

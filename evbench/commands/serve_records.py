@@ -8,9 +8,10 @@ import json
 import threading
 from pathlib import Path
 
-from contract.argtypes import port_number, positive_seconds
+from contract.argtypes import at_least_one, port_number, positive_seconds
+from contract.errors import EvbenchError
 from contract.lines import Listening
-from contract.recordshare import server
+from contract.recordshare import HEAD_TIMEOUT_S, MAX_CONNECTIONS, server
 from evbench.commands import Subcommands
 
 
@@ -34,11 +35,42 @@ def add(commands: Subcommands) -> None:
         metavar="S",
         help="stop after this long (default: until stopped)",
     )
+    serve.add_argument(
+        "--header-timeout",
+        dest="header_timeout_s",
+        type=positive_seconds,
+        default=HEAD_TIMEOUT_S,
+        metavar="S",
+        help="seconds from a connection's accept to the end of its request's headers; a client "
+        f"silent or slower is closed (default {HEAD_TIMEOUT_S:g})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=at_least_one,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections served at once, a thread each; 503 beyond (default {MAX_CONNECTIONS})",
+    )
     serve.set_defaults(main=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    httpd = server(args.directory, args.host, args.port)
+    if not args.directory.is_dir():
+        what = "a file" if args.directory.exists() else "missing"
+        raise EvbenchError(
+            f"serve-records: {args.directory} is not a directory ({what}): give the directory "
+            "the sender wrote its records to (its --out)"
+        )
+    try:
+        httpd = server(
+            args.directory, args.host, args.port, args.header_timeout_s, args.max_connections
+        )
+    except OSError as exc:
+        where = f"{args.host}:{args.port}"
+        raise EvbenchError(
+            f"serve-records: cannot listen on {where} ({exc.strerror or exc}): check --host "
+            "and --port"
+        ) from None
     # A line for a supervisor (or a test) that started it with port 0.
     listening: Listening = {"event": "listening", "host": args.host, "port": httpd.server_port}
     print(json.dumps(listening), flush=True)

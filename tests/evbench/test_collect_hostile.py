@@ -287,8 +287,26 @@ def _raw_listing(files: list[object]) -> Route:
         ({"path": "a.json", "bytes": True}, "a size of True bytes"),
         ({"path": "a.json", "bytes": -1}, "a size of -1 bytes"),
         ({"path": "a.json", "bytes": 1 << 40}, "a size of"),
+        # Before: a RecursionError or ENAMETOOLONG out of mkdir (and out of the `finally` that
+        # removes the part file, over the peer's error): a traceback instead of a refusal.
+        ({"path": "a/" * 2000 + "x.json", "bytes": 1}, "a path too deep or too long"),
+        ({"path": "a/" * 100 + "x.json", "bytes": 1}, "a path too deep or too long"),
+        ({"path": "a" * 256 + ".json", "bytes": 1}, "a path too deep or too long"),
     ],
-    ids=["NUL", "empty", "dot", "backslashes", "not a record", "a list", "a bool", "<0", "huge"],
+    ids=[
+        "NUL",
+        "empty",
+        "dot",
+        "backslashes",
+        "not a record",
+        "a list",
+        "a bool",
+        "<0",
+        "huge",
+        "2000 levels",
+        "100 levels",
+        "a 256-byte name",
+    ],
 )
 def test_a_listed_entry_that_is_no_record_is_refused(tmp_path, entry, said):
     with _peer({"/records": _raw_listing([entry])}) as url, pytest.raises(PeerError, match=said):
