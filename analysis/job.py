@@ -49,6 +49,7 @@ from analysis.steps import (
 )
 from analysis.summary import Sketch, SutFindings, headline, strict_json, summary
 from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, plan, rule_events, run
+from contract.files import write_text_atomically
 from contract.clocks import Correction, corrections_from, to_apply
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.layout import SutDir
@@ -280,7 +281,7 @@ def _write_sut(out: SutDir, key: str, found: _Aggregates, summary: SummaryDoc) -
     cumulative = sorted(found.cumulative.get(key, []), key=lambda r: (r["metric"], r["second"]))
     _write_table(out.cumulative_parquet, cumulative)
     _write_steps_csv(out.steps_csv, summary["steps"])
-    out.summary_json.write_text(strict_json(summary) + "\n")
+    write_text_atomically(out.summary_json, strict_json(summary) + "\n")
 
 
 def analyze_sut(

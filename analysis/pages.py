@@ -16,6 +16,8 @@ from urllib.parse import quote
 import plotly
 import plotly.offline
 
+from contract.files import write_text_atomically
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
@@ -66,9 +68,7 @@ def plotly_js(runs_root: Path) -> Path:
     """The one offline copy of plotly.js for every report under `runs_root`."""
     path = runs_root / f"plotly-{plotly.__version__}.min.js"
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(plotly.offline.get_plotlyjs())
-        tmp.replace(path)
+        write_text_atomically(path, plotly.offline.get_plotlyjs())
     return path
 
 

@@ -40,6 +40,7 @@ from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import verdict_text
 from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, schedule_start_ns
 from contract.errors import EvbenchError
+from contract.files import write_text_atomically
 from contract.layout import SutDir, analysed_summaries, run_index_html
 from contract.memorydocs import MemorySummaryRowDoc
 from contract.units import NS_PER_MS
@@ -253,7 +254,7 @@ def write_report(
         + "</pre>"
     )
     path = layout.report_html
-    path.write_text(page(name, plotly_js(runs_root), analysis_dir, body))
+    write_text_atomically(path, page(name, plotly_js(runs_root), analysis_dir, body))
     return path
 
 
@@ -296,7 +297,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         + "</div>"
     )
     path = run_index_html(run_dir)
-    path.write_text(page(run_dir.name, plotly_js(runs_root), run_dir, body))
+    write_text_atomically(path, page(run_dir.name, plotly_js(runs_root), run_dir, body))
     return path
 
 
@@ -389,7 +390,7 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
         + "</table>"
         + figure_html(comparison(shown), "comparison")
     )
-    out.write_text(page("Runs compared", plotly_js(runs_root), runs_root, body))
+    write_text_atomically(out, page("Runs compared", plotly_js(runs_root), runs_root, body))
     return out
 
 
@@ -444,5 +445,5 @@ def write_memory_report(
         "included.</p><h2>Lag at the end</h2>" + lag
     )
     path = root / "report.html"
-    path.write_text(page(root.name, plotly_js(root.parent), root, body))
+    write_text_atomically(path, page(root.name, plotly_js(root.parent), root, body))
     return path

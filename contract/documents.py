@@ -168,6 +168,16 @@ class SutDeathDoc(TypedDict):
     exit_code: int | None  # None: unknown (not a child of this evbench)
 
 
+class RecordsOnDiskDoc(TypedDict):
+    """What the run's record files hold as it ended, counted from their footers: the account
+    that a killed sender's or a cut probe's summary cannot give."""
+
+    sent_rows: int
+    sent_files: int
+    received_rows: int
+    received_files: int
+
+
 class RunDoc(TypedDict):
     """run.json: everything that shaped a run (DESIGN §3). Written by `evbench run` (at the
     schedule start with status "running", again at the end) and by `evbench import-knative`.
@@ -186,6 +196,8 @@ class RunDoc(TypedDict):
     sut_deaths: NotRequired[list[SutDeathDoc]]  # across restarts (a search's), in time order
     decoy_every: NotRequired[int]
     interrupted: NotRequired[bool]
+    reason: NotRequired[str]  # why it ended as it did, when nothing else in it says
+    records: NotRequired[RecordsOnDiskDoc]  # the final copy's count of the files on disk
     instrument_failures: NotRequired[list[str]]
     sender: NotRequired[SenderDoc]
     receiver: NotRequired[ReceiverDoc]

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from contract.errors import EvbenchError
+from contract.files import disk_error
 from evbench.commands import (
     analyze,
     collect,
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evbench: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a full disk, a directory that cannot be written: said, not traced
+        print(f"evbench: {disk_error(exc, 'a file')}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 
 from contract.documents import (
     NotReported,
+    RecordsOnDiskDoc,
     RunStatus,
     SearchSenderSummary,
     SutDeathDoc,
@@ -103,6 +104,8 @@ class RunOutcome:
     sender_clocks: dict[str, SenderClock] = field(default_factory=dict)
     grace: dict[str, Any] = field(default_factory=dict)  # how waiting for stragglers ended
     receiver_url: str = ""  # the receiver's base URL, once it listens
+    reason: str | None = None  # why it ended as it did, when no line above says it
+    records: RecordsOnDiskDoc | None = None  # counted from the files as the session ended
 
     @property
     def exit_code(self) -> int:

@@ -13,19 +13,26 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import cast
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from contract.documents import (
     ClockDoc,
     NotReported,
     PaceDoc,
     ReceiverDoc,
+    RecordsOnDiskDoc,
     RunDoc,
     RunStatus,
     SearchSenderSummary,
     SenderDoc,
 )
+from contract.files import write_text_atomically
 from contract.layout import SutDir
+from contract.parquet import part_files
 from contract.lines import SenderClock, SenderDone
 from contract.records import RUN_JSON_VERSION
 from contract.units import NS_PER_MS
@@ -95,7 +102,7 @@ def run_document(
     sender = outcome.sender
     status = status or outcome.status
     knobs = opts.send
-    return {
+    doc: RunDoc = {
         "version": RUN_JSON_VERSION,
         "run_id": run_id,
         "sut": opts.sut,
@@ -126,6 +133,33 @@ def run_document(
         "command": env.command,
         "started_ns": started_ns,
         "ended_ns": ended_ns,
+    }
+    if outcome.reason and status != "running":
+        doc["reason"] = outcome.reason
+    if outcome.records is not None:
+        doc["records"] = outcome.records
+    return doc
+
+
+def records_on_disk(sut_dir: SutDir) -> RecordsOnDiskDoc:
+    """The rows and files of sent/ and received/ now, from the footers (a file that cannot be
+    read is not counted: the analysis will name it)."""
+
+    def rows(paths: list[Path]) -> int:
+        total = 0
+        for path in paths:
+            try:
+                total += pq.read_metadata(path).num_rows
+            except (OSError, pa.ArrowException):
+                continue
+        return total
+
+    sent, received = part_files(sut_dir.sent), part_files(sut_dir.received)
+    return {
+        "sent_rows": rows(sent),
+        "sent_files": len(sent),
+        "received_rows": rows(received),
+        "received_files": len(received),
     }
 
 
@@ -199,6 +233,4 @@ def clock_document(
 
 def write_run_json(sut_dir: SutDir, doc: RunDoc) -> None:
     """Atomically: a reader (or a crash) sees the old copy or the new one, never half of one."""
-    tmp = sut_dir.run_json.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(sut_dir.run_json)
+    write_text_atomically(sut_dir.run_json, json.dumps(doc, indent=2) + "\n")

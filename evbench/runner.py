@@ -246,11 +246,19 @@ def _echo_summary(outcome: RunOutcome, echo: Echo) -> None:
     sender, receiver = outcome.sender, outcome.receiver
     sent, ok, failures = (_count(sender, k) for k in ("sent", "ok", "failures"))
     received = _count(receiver, "received")
-    echo(
-        f"{outcome.status}: sent {sent}, acked {ok}, send failures {failures}, received "
-        f"{received}, acked but not received {max(0, ok - received)}; records in "
-        f"{outcome.sut_dir.root}"
-    )
+    if "sent" not in sender:  # it died before its summary: what its files hold, instead
+        on_disk = outcome.records or {"sent_rows": 0, "received_rows": 0}
+        echo(
+            f"{outcome.status}: the sender left no summary; its records hold "
+            f"{on_disk['sent_rows']} sent events, the receiver's {on_disk['received_rows']} "
+            f"deliveries; records in {outcome.sut_dir.root}"
+        )
+    else:
+        echo(
+            f"{outcome.status}: sent {sent}, acked {ok}, send failures {failures}, received "
+            f"{received}, acked but not received {max(0, ok - received)}; records in "
+            f"{outcome.sut_dir.root}"
+        )
     for failure in outcome.instrument_failures:
         echo(f"instrument failed: {failure}")
     if outcome.status == "interrupted":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
 
 import psutil
 
+from contract.files import disk_error
 from contract.parquet import PartWriter
 from contract.records import PROCESS_SAMPLE_FIELDS, ProcessSampleRow
 
@@ -23,6 +25,8 @@ class ProcessSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
         self.peak_rss_bytes: dict[str, int] = {}
+        self.write_error: str | None = None
+        self.dropped_samples = 0
 
     def watch(self, role: str, pid: int) -> None:
         try:
@@ -51,9 +55,21 @@ class ProcessSampler:
                 self.writer.append(ProcessSampleRow(now_ns, role, process.pid, rss, cpu))
             ticks += 1
             if ticks % self.flush_every == 0:
-                self.writer.flush()
+                self._flush()
+
+    def _flush(self) -> None:
+        """Written, or (a full disk) dropped and said once: samples are not the run's records,
+        and a sampler must neither die in a traceback nor hold samples without bound."""
+        rows = self.writer.take()
+        try:
+            self.writer.write(rows)
+        except OSError as exc:
+            self.dropped_samples += len(rows)
+            if self.write_error is None:
+                self.write_error = disk_error(exc, str(self.writer.directory))
+                print(f"evbench: process samples dropped: {self.write_error}", file=sys.stderr)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self.writer.flush()
+        self._flush()

@@ -40,6 +40,7 @@ from contract.documents import (
     parse_receiver_stats,
 )
 from contract.errors import EvbenchError
+from contract.files import disk_error
 from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import ReceiverStats
 from contract.procs import Child
@@ -48,7 +49,13 @@ from evbench.health import grace_verdict, receiver_failure, receiver_limits
 from evbench.insight import Insight
 from evbench.instruments import start_receiver
 from evbench.options import RunOutcome, SessionOptions
-from evbench.rundoc import Environment, environment, run_document, write_run_json
+from evbench.rundoc import (
+    Environment,
+    environment,
+    records_on_disk,
+    run_document,
+    write_run_json,
+)
 from evbench.samples import ProcessSampler
 from loadgen.pace import Pace
 from loadgen.settings import SenderSettings
@@ -107,7 +114,7 @@ class Session:
     def __enter__(self) -> Session:
         stack = self.teardown
         ignore_signals = _ignore_signals_later(stack)
-        stack.callback(lambda: self.record(None))
+        stack.callback(self._final_record)
         stack.callback(self.client.close)
         stack.callback(self.sampler.stop)
         stack.push(self._failed_if_raised)
@@ -352,15 +359,34 @@ class Session:
             self.outcome.instrument_failures.append(failure)
             self.echo(f"instrument failed: {failure}:\n{receiver.tail()}")
 
+    def _final_record(self) -> None:
+        """The policy's run record, last; a disk that cannot take it is said in one line (the
+        records already written are kept, and the run has failed: run.json says running)."""
+        try:
+            self.outcome.records = records_on_disk(self.sut_dir)
+            self.record(None)
+        except OSError as exc:
+            self.outcome.status = "failed"
+            self.echo(
+                f"evbench: the run failed: {disk_error(exc, str(self.sut_dir.run_json))}; the "
+                f"records written so far are kept in {self.sut_dir.root}"
+            )
+
     def _judge_instruments(self) -> None:
         if self.outcome.instrument_failures:
             self.outcome.status = "failed"
 
-    def _failed_if_raised(self, kind: type[BaseException] | None, *_: object) -> bool:
+    def _failed_if_raised(
+        self, kind: type[BaseException] | None, exc: BaseException | None, *_: object
+    ) -> bool:
         """An exception in the policy or in a step of the teardown (say, a system that would
         not stop) leaves run.json saying failed, never completed; the exception goes on."""
-        if kind is not None:
+        if kind is KeyboardInterrupt:  # Ctrl-C (or SIGTERM) before the policy could take it
+            self.outcome.status = "interrupted"
+            self.outcome.reason = "interrupted during start-up, before the first slot"
+        elif kind is not None:
             self.outcome.status = "failed"
+            self.outcome.reason = f"{kind.__name__}: {exc}" if exc is not None else kind.__name__
         return False
 
 

@@ -180,6 +180,8 @@ def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path, spark):
     sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
     acked = {r["event_id"] for r in sent if r["status"] == 202}
     assert 0 < len(acked) == run["sender"]["summary"]["ok"] < 18000
+    # run.json accounts for every record on disk (issue 33, item 6)
+    assert run["records"]["sent_rows"] == len(sent)
     received = {
         r["event_id"] for r in read_parts(sut_dir / "received", RECEIVED_FIELDS).to_pylist()
     }
@@ -192,6 +194,24 @@ def test_sigint_mid_step_keeps_records_and_marks_the_run(tmp_path, spark):
     assert 0 < step["ran_s"] < 60 and step["delivered_rate_per_s"] > 250, step
     assert any(r.startswith("cut short after ") for r in step["reasons"]), step
     assert summary["breaking_point_per_s"] is None
+
+
+def test_ctrl_c_during_start_up_is_an_interruption_said_in_run_json(tmp_path):
+    """Before the first slot there is no sender to stop: the run unwinds, and run.json says
+    interrupted and why, not failed (issue 33, item 6)."""
+    proc = _evbench(
+        "run", "--sut", "channel-kafka", "--pace", "100:5", "--runs-dir", str(tmp_path),
+        "--run-id", "early", "--no-analyze",
+    )  # fmt: skip
+    sut_dir = tmp_path / "early-100x5" / "channel-kafka"
+    wait_until(lambda: (sut_dir / "logs" / "tansu.log").exists(), 60, "the broker starting")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert run["status"] == "interrupted" and run["interrupted"] is True, run
+    assert run["reason"] == "interrupted during start-up, before the first slot"
 
 
 def test_bad_pace_is_refused_before_anything_starts(tmp_path):
@@ -265,6 +285,10 @@ def test_sender_killed_mid_run_is_analysed_up_to_where_its_records_end(tmp_path)
     run = json.loads((sut_dir / "run.json").read_text())
     assert run["status"] == "failed"
     assert run["schedule"]["start_ns"] == early["schedule"]["start_ns"]
+    # Its last line says what the files hold, not "sent 0" (issue 33, item 6).
+    on_disk = len(read_parts(sut_dir / "sent", SENT_FIELDS))
+    assert run["records"]["sent_rows"] == on_disk > 0
+    assert f"the sender left no summary; its records hold {on_disk} sent events" in err, err
 
     analysis = subprocess.run(
         [sys.executable, "-m", "evbench", "analyze", str(sut_dir)],
