@@ -32,8 +32,8 @@ from contract.documents import (
 )
 from contract.files import write_text_atomically
 from contract.layout import SutDir
-from contract.parquet import part_files
 from contract.lines import SenderClock, SenderDone
+from contract.parquet import part_files
 from contract.records import RUN_JSON_VERSION
 from contract.units import NS_PER_MS
 from evbench.options import RunOutcome, SessionOptions
