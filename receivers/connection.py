@@ -27,6 +27,9 @@ _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _USAGE = b"POST events to any path; GET /healthz, /stats, /metrics, /clock, /records\n"
 _CLOSE_GRACE_S = 2.0
+# Reads of one body kept as they came; a body trickled in more reads than this goes on into one
+# buffer, so it holds its bytes and not an object (~40 bytes) per read.
+_BODY_PARTS_KEPT = 64
 
 # Request headers the receiver keeps, mapped to connection attributes.
 _KEPT_HEADERS = {
@@ -84,6 +87,9 @@ class Connection(asyncio.Protocol):
         self.reading_headers = True
         self.header_bytes = 0
         self.header_tail = b""
+        # Bytes read since the headers ended: what is not body in them (chunk framing, the
+        # trailer) is held to the header limit too (see _framing_too_long).
+        self.after_header_bytes = 0
         self.in_request = False
         self.accepted = False
         self.closing = False  # refused, timed out or failed: nothing more is read
@@ -98,7 +104,7 @@ class Connection(asyncio.Protocol):
         self.started_ns = 0
         self.url_parts: list[bytes] = []
         self.url_bytes = 0
-        self.body_parts: list[bytes] = []
+        self.body_parts: list[bytes | bytearray] = []
         self.body_bytes = 0
         self.upgrade = False
         self.h_evbenchid: bytes | None = None
@@ -161,6 +167,9 @@ class Connection(asyncio.Protocol):
                 f"headers longer than {self.limits.max_header_bytes} bytes",
             )
             return
+        in_body = not self.reading_headers
+        if in_body:
+            self.after_header_bytes += len(data)
         assert self.parser is not None  # dropped only by connection_lost
         try:
             self.parser.feed_data(data)
@@ -176,6 +185,12 @@ class Connection(asyncio.Protocol):
             self._refuse("400 Bad Request", f"bad HTTP request: {exc}")
         except Exception as exc:  # one bad request must not cost a traceback
             self._internal_error(exc)
+        else:
+            if in_body and self._framing_too_long():
+                self._refuse(
+                    "431 Request Header Fields Too Large",
+                    f"trailer and chunk framing longer than {self.limits.max_header_bytes} bytes",
+                )
 
     def _headers_too_long(self, data: bytes) -> bool:
         """Whether the headers run past the limit, judged to within one read: the header bytes
@@ -190,6 +205,16 @@ class Connection(asyncio.Protocol):
             too_long = self.header_bytes > self.limits.max_header_bytes and not split
         self.header_tail = data[-3:]
         return too_long
+
+    def _framing_too_long(self) -> bool:
+        """Whether the bytes of this request's body phase that are not body (chunk sizes and
+        extensions, the trailer after the last chunk) run past the header limit: the trailer
+        is headers, and the parser gathers a header's pieces into one value, so an endless one
+        would cost memory and copying without bound. Judged after the read is parsed: within
+        one read of the limit. (The read that ended the headers is not counted, its body is.)"""
+        if self.reading_headers or self.closing:  # the request ended, or was refused
+            return False
+        return self.after_header_bytes - self.body_bytes > self.limits.max_header_bytes
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -214,6 +239,7 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.reading_headers = False
+        self.after_header_bytes = 0
         self.deadline = self.chunk_mono + self.limits.body_timeout_s
         assert self.parser is not None
         if self.parser.should_upgrade():
@@ -241,7 +267,13 @@ class Connection(asyncio.Protocol):
             raise Refuse("413 Content Too Large", self._body_limit())
         if self.receiver.buffered_bytes > self.limits.max_buffered_bytes:
             raise Refuse("503 Service Unavailable", "too many event bytes in flight; retry")
-        self.body_parts.append(body)
+        parts = self.body_parts
+        if len(parts) < _BODY_PARTS_KEPT:
+            parts.append(body)
+        elif isinstance(parts[-1], bytearray):
+            parts[-1] += body
+        else:
+            parts.append(bytearray(body))
 
     def on_message_complete(self) -> None:
         self.reading_headers = True
