@@ -26,9 +26,16 @@ from loadgen.histogram import Histogram
 from loadgen.recorder import NO_TIME, SentColumns
 from loadgen.settings import SendKnobs
 
+# What one scraper may cost the sender (whose event loop this shares with its pacer): a head
+# over 16 KiB, or not whole CLIENT_TIMEOUT_S after the accept (one deadline for the whole head:
+# a trickle does not renew it), is dropped, as is an answer not taken within it; one request a
+# connection (Connection: close), so none idles; beyond MAX_CONNECTIONS open at once, 503 and
+# close, so scrapers cannot take the descriptors the sender's own connections need.
 _REQUEST_HEAD_LIMIT_BYTES = 16 * 1024  # a scrape's request line and headers are well under
-_CLIENT_TIMEOUT_S = 5.0  # a scraper that sends nothing, or reads nothing, is dropped
+CLIENT_TIMEOUT_S = 5.0
+MAX_CONNECTIONS = 64
 _LINE_INTERVAL_S = 1.0
+_BUSY = b"every connection slot is taken: retry\n"
 _USAGE = b"GET /metrics: this sender's figures in the Prometheus text format\n"
 
 Emit = Callable[[MetricsLine | WarningLine], None]
@@ -92,6 +99,7 @@ class SenderMetricsService:
         self._registry = registry(self.figures.now)
         self._server: asyncio.Server | None = None
         self._printing: asyncio.Task[None] | None = None
+        self._open_connections = 0
         engine.records.observe = self.figures.observe
 
     async def start(self) -> None:
@@ -126,8 +134,13 @@ class SenderMetricsService:
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One scrape: GET /metrics answered, the connection closed (Prometheus reconnects)."""
+        if self._open_connections >= MAX_CONNECTIONS:
+            writer.write(response("503 Service Unavailable", "text/plain", _BUSY))
+            writer.close()  # what is written is still sent: the socket's buffer takes it
+            return
+        self._open_connections += 1
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CLIENT_TIMEOUT_S)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CLIENT_TIMEOUT_S)
             method, path, accept = request_parts(head)
             if method in ("GET", "HEAD") and path == METRICS_PATH:
                 body, content_type = exposition(self._registry, accept)
@@ -135,10 +148,11 @@ class SenderMetricsService:
             else:
                 body, content_type, status = _USAGE, "text/plain; charset=utf-8", "404 Not Found"
             writer.write(response(status, content_type, body, head_only=method == "HEAD"))
-            await asyncio.wait_for(writer.drain(), _CLIENT_TIMEOUT_S)
+            await asyncio.wait_for(writer.drain(), CLIENT_TIMEOUT_S)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError):
             pass  # a scraper that went away, stalled or sent no HTTP: nothing to answer
         finally:
+            self._open_connections -= 1
             writer.close()
 
 

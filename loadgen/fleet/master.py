@@ -13,6 +13,7 @@ load is made by the workers' pacers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import gevent
 from gevent.pywsgi import WSGIServer
+from gevent.socket import socket as GeventSocket
 from locust import stats as locust_stats
 from locust.env import Environment
 from locust.html import get_html_report
@@ -45,6 +47,7 @@ from loadgen.fleet.figures import FleetFigures
 from loadgen.fleet.tally import Tally
 from loadgen.pace import parse_warmup, resolve_pace
 from loadgen.schedule import plan_steps
+from loadgen.sendmetrics import CLIENT_TIMEOUT_S, MAX_CONNECTIONS, response
 from loadgen.settings import SenderSettings, SendKnobs
 
 # How long before the common start instant the plans go out: each worker must start its pacer
@@ -113,6 +116,32 @@ def serve(settings: SenderSettings, options: FleetOptions) -> int:
     return fleet.exit_code()
 
 
+class _MetricsServer(WSGIServer):
+    """The fleet's /metrics on the terms of one sender's (loadgen.sendmetrics): a connection
+    is given CLIENT_TIMEOUT_S in all, from its accept (its head, however slowly it trickles, its
+    answer and any keep-alive after it), and beyond MAX_CONNECTIONS open at once a client is
+    answered 503 and closed; so scrapers cannot hold the master's descriptors or greenlets."""
+
+    open_connections = 0
+
+    def handle(self, sock: GeventSocket, address: tuple[str, int]) -> None:
+        # gevent closes `sock` once this returns.
+        if self.open_connections >= MAX_CONNECTIONS:
+            with contextlib.suppress(OSError), gevent.Timeout(CLIENT_TIMEOUT_S, False):
+                sock.sendall(response("503 Service Unavailable", "text/plain", _BUSY))
+            return
+        self.open_connections += 1
+        try:
+            # gevent.Timeout is a BaseException: no handler in between takes it for its own.
+            with gevent.Timeout(CLIENT_TIMEOUT_S, False):
+                super().handle(sock, address)
+        finally:
+            self.open_connections -= 1
+
+
+_BUSY = b"every connection slot is taken: retry\n"
+
+
 def _serve_metrics(knobs: SendKnobs, figures: FleetFigures) -> WSGIServer | None:
     """The fleet's /metrics (--sender-metrics-port), served by the Prometheus client library's
     WSGI app on gevent, beside Locust; None when not asked for, or the port is taken (said:
@@ -120,7 +149,7 @@ def _serve_metrics(knobs: SendKnobs, figures: FleetFigures) -> WSGIServer | None
     if knobs.metrics_port is None:
         return None
     app = make_wsgi_app(registry(figures.now))
-    server = WSGIServer((knobs.metrics_host, knobs.metrics_port), app, log=None)
+    server = _MetricsServer((knobs.metrics_host, knobs.metrics_port), app, log=None)
     try:
         server.start()
     except OSError as exc:
