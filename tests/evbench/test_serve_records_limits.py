@@ -63,6 +63,18 @@ def test_half_sent_requests_are_closed_and_hold_a_bounded_number_of_threads(tmp_
             close_all(held)
 
 
+def test_a_get_is_answered_while_fewer_than_the_bound_are_held(tmp_path):
+    # The bound costs the slow ones only: a collector is not kept waiting behind them.
+    with _serving(_records(tmp_path), tmp_path / "serve.log") as (_, port):
+        held = open_many(port, DEFAULT_MAX_CONNECTIONS - 4)
+        try:
+            status, _ = patient_get(f"http://127.0.0.1:{port}/records", 60)
+            assert status == 200
+            assert open_count(held) == len(held), "answered only once the slow ones were dropped"
+        finally:
+            close_all(held)
+
+
 def test_a_head_trickled_a_byte_at_a_time_is_cut_at_its_deadline(tmp_path):
     # Before: every byte renewed the wait, so a byte every half second held it for good.
     with _serving(_records(tmp_path), tmp_path / "serve.log") as (_, port):
