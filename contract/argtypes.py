@@ -6,13 +6,33 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 
 from contract.errors import EvbenchError
 
 PORT_MAX = 65535
+
+# An event's payload is JSON around its id (contract.records.PAYLOAD_ID_PREFIX ...): 25 bytes of
+# JSON, and an id of a 6-character run tag, a worker index and a slot number of up to 18 digits
+# (contract.records.EVENT_ID_SEQ_PATTERN) is at most 39 characters (with 9,999 workers): 64
+# bytes hold any run's ids. The sender still checks its own longest id before it starts.
+PAYLOAD_MIN_BYTES = 64
+# The receiver's default body limit (receivers.limits.Limits.max_body_bytes; a test holds them
+# equal): a larger event would be refused by a receiver started with its defaults, and building
+# a payload of 10^12 bytes would take the sender all its memory and time before its first slot.
+PAYLOAD_MAX_BYTES = 1024 * 1024
+# A host's clock off by more than a day is no clock error to correct but a wrong flag.
+CLOCK_SHIFT_MAX_MS = 86_400_000.0
+# Epoch nanoseconds before this (2001-09-09) are a mistake: a negative or zero instant, or one
+# given in seconds or milliseconds; the sender would fire every slot since then at once.
+EPOCH_NS_MIN = 10**18
+# Sender processes one host may start: each is a busy process of its own, and more than a few
+# per core only add lag (measured: two workers on 2 cores held less than one).
+WORKERS_PER_CORE = 4
 
 
 def _integer(text: str) -> int:
@@ -37,6 +57,43 @@ def at_least_one(text: str) -> int:
     value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is too small: it must be at least 1")
+    return value
+
+
+def payload_bytes(text: str) -> int:
+    """An event payload size: room for the event id, and within the receiver's body limit."""
+    value = _integer(text)
+    if not PAYLOAD_MIN_BYTES <= value <= PAYLOAD_MAX_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{value} is out of range: use at least {PAYLOAD_MIN_BYTES} bytes (the payload "
+            f"carries the event id in JSON) and at most {PAYLOAD_MAX_BYTES} (the receiver's "
+            "body limit)"
+        )
+    return value
+
+
+def workers_on_this_host(text: str) -> int:
+    """Sender processes on this host: at least 1, at most WORKERS_PER_CORE per core."""
+    value = at_least_one(text)
+    cores = os.cpu_count() or 1
+    most = WORKERS_PER_CORE * cores
+    if value > most:
+        raise argparse.ArgumentTypeError(
+            f"{value} sender processes is more than this host runs usefully: at most {most} "
+            f"({WORKERS_PER_CORE} per core, {cores} cores); across hosts use `evbench send "
+            "--master`"
+        )
+    return value
+
+
+def epoch_ns(text: str) -> int:
+    """An instant in nanoseconds since the epoch (a schedule start)."""
+    value = _integer(text)
+    if value < EPOCH_NS_MIN:
+        raise argparse.ArgumentTypeError(
+            f"{value} is no instant in nanoseconds since the epoch (it is before 2001): give "
+            "e.g. $(date +%s%N) plus a lead"
+        )
     return value
 
 
@@ -85,6 +142,57 @@ def signed_milliseconds(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text} must be a finite number of milliseconds")
     return value
+
+
+def clock_shift_ms(text: str) -> float:
+    """A clock shift in milliseconds either side of 0, within a day."""
+    value = signed_milliseconds(text)
+    if abs(value) > CLOCK_SHIFT_MAX_MS:
+        raise argparse.ArgumentTypeError(
+            f"{text} ms is more than a day ({CLOCK_SHIFT_MAX_MS:.0f} ms) either way: every "
+            "delivery would be stamped outside its run"
+        )
+    return value
+
+
+def directory_path(text: str) -> Path:
+    """A directory to use (it may not exist yet): an empty one would silently be the working
+    directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path: name a directory (e.g. runs)")
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} holds a NUL byte")
+    return Path(text)
+
+
+# Spark's master URLs (what SparkContext takes): local, local[N], local[*], local[N,F],
+# local-cluster[N,C,M], spark://, yarn, k8s://, mesos://. A Spark Connect endpoint (sc://) is
+# no master: it is --spark-remote's.
+_SPARK_MASTER = re.compile(
+    r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|local-cluster\[[0-9]+,[0-9]+,[0-9]+\]"
+    r"|yarn|(spark|k8s|mesos)://[^\s/]\S*"
+)
+
+
+def spark_master(text: str) -> str:
+    """A Spark master URL Spark accepts, checked before Spark starts (a JVM's 51-line
+    traceback otherwise)."""
+    if text.startswith("sc://"):
+        raise argparse.ArgumentTypeError(f"'{text}' is Spark Connect: use --spark-remote {text}")
+    if not _SPARK_MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a Spark master: use local, local[N], local[*], spark://HOST:PORT, "
+            "yarn, k8s://URL or mesos://URL (Spark Connect: --spark-remote sc://HOST:PORT)"
+        )
+    return text
+
+
+def spark_remote(text: str) -> str:
+    """A Spark Connect endpoint, sc://HOST[:PORT][/;params]."""
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme != "sc" or not parsed.netloc or _UNSAFE_IN_URL.search(text):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a Spark Connect URL: use sc://HOST:PORT")
+    return text
 
 
 # What no URL holds unencoded, and urllib refuses with a traceback.

@@ -141,7 +141,7 @@ def safe_component(kind: str, value: str) -> str:
 
 
 def default_runs_dir() -> Path:
-    return Path(os.environ.get("EVBENCH_RUNS_DIR", "runs"))
+    return Path(os.environ.get("EVBENCH_RUNS_DIR") or "runs")  # set but empty: the default
 
 
 def next_run_id(runs_dir: Path, pace_name: str) -> str:
@@ -160,10 +160,42 @@ def sut_dir_for(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir
 
 
 def new_sut_dir(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
+    """A system's new results directory; one that exists (another run's, or one made a moment
+    ago by a run racing for the same id) is refused, never written into."""
     root = sut_dir_for(runs_dir, run_id, pace_name, sut).root
+    taken = EvbenchError(
+        f"{root} already exists: choose another --run-id (results are never overwritten)"
+    )
     if root.exists():
+        raise taken
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir()  # not exist_ok: of two runs making it at once, exactly one gets it
+    except FileExistsError:
+        raise taken from None
+    except OSError as exc:
         raise EvbenchError(
-            f"{root} already exists: choose another --run-id (results are never overwritten)"
-        )
-    root.mkdir(parents=True)
+            f"cannot make the run directory {root}: {exc.strerror or exc} (check --runs-dir)"
+        ) from None
     return SutDir(root)
+
+
+def unusable_directory(path: Path) -> str | None:
+    """Why `path` cannot be used as a directory to write into (None: it can), without creating
+    anything: it is a file, lies under a file, or is not writable (by this user, or on a
+    read-only mount). Asked before anything starts, so that a run fails in one line, not after
+    its instruments did."""
+    path = Path(os.path.abspath(path))
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():
+            return f"{existing} is a broken symbolic link"
+        existing = existing.parent
+    if existing != path:
+        made = f"{path} cannot be made: {existing}"
+        if not existing.is_dir():
+            return f"{made} is not a directory"
+        return None if os.access(existing, os.W_OK | os.X_OK) else f"{made} is not writable"
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"

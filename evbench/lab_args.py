@@ -4,9 +4,11 @@ is suts.flags.LAB_FLAGS (the lab components take the same flags)."""
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from typing import Any
 
-from contract.argtypes import port_number
+from contract.argtypes import http_url, port_number
 from contract.errors import EvbenchError
 from suts.flags import EXTEND, LAB_FLAGS, REPLACE
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, driver_for, sut_help
@@ -24,6 +26,10 @@ def sut_list(text: str) -> tuple[str, ...]:
             driver_for(name)
         except EvbenchError as exc:
             raise argparse.ArgumentTypeError(str(exc).replace("SUT", "system", 1)) from None
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        # Both would write the same <run>/<sut>/ directory: the second would fail after the
+        # first had run.
+        raise argparse.ArgumentTypeError(f"{', '.join(twice)} named more than once")
     return names
 
 
@@ -51,6 +57,7 @@ def add_lab_arguments(run: argparse.ArgumentParser, only: tuple[str, ...] | None
     )
     lab.add_argument(
         "--receiver-url",
+        type=http_url,
         default=None,
         metavar="URL",
         help="the receiver as the system reaches it, when that is not http://HOST:PORT/ (a "
@@ -98,3 +105,65 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
         else:
             values[name] = given
     return LabSettings(**values)
+
+
+def check_system(args: argparse.Namespace, lab: LabSettings) -> None:
+    """What a system needs that no single flag's type can check, before anything is made: a
+    run directory taken by a run that could never start would take its run id."""
+    if "external" in (getattr(args, "sut", None) or ()) and not (
+        lab.ingress or (lab.kafka_bootstrap and lab.topic)
+    ):
+        raise EvbenchError(
+            "--sut external needs --ingress URL, or --kafka-bootstrap HOST:PORT with --topic"
+        )
+    for flag, settings in (("--producer", lab.producer), ("--consumer", lab.consumer)):
+        if problem := librdkafka_problem(flag, settings):
+            raise EvbenchError(problem)
+    check_receiver_address(args.receiver_host, args.receiver_port)
+
+
+def librdkafka_problem(flag: str, settings: tuple[str, ...]) -> str | None:
+    """Why librdkafka refuses these KEY=VALUE settings (None: it takes them), found by making
+    a client of them, which connects to nothing: the lab's processes would otherwise fail on
+    them after the run had started, with their traceback as the run's error."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    config = {"log_level": "0"}  # nothing to connect to is no warning here
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            return f"{flag} '{item}' must be KEY=VALUE"
+        config[key.strip()] = value.strip()
+    try:
+        if flag == "--producer":
+            Producer(config)
+        else:
+            Consumer({"group.id": "evbench-check", **config}).close()
+    except KafkaException as exc:
+        return f"{flag}: librdkafka refuses the settings: {exc.args[0].str()}"
+    return None
+
+
+def check_receiver_address(host: str, port: int) -> None:
+    """The receiver can listen on --receiver-host/--receiver-port: bound here for a moment,
+    as the receiver binds (SO_REUSEADDR), so that a wrong address is named before anything
+    starts."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise EvbenchError(f"--receiver-host {host!r} is no address: {exc}") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise EvbenchError(
+                    f"--receiver-port {port} is in use on {host}: choose a free one (0 picks one)"
+                ) from None
+            raise EvbenchError(
+                f"the receiver cannot listen on --receiver-host {host} ({exc.strerror}): use an "
+                "address of this host (0.0.0.0 for all)"
+            ) from None

@@ -7,24 +7,33 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from contract.argtypes import at_least_one, positive_seconds, seconds, signed_milliseconds
+from contract.argtypes import (
+    clock_shift_ms,
+    directory_path,
+    path_component,
+    positive_seconds,
+    seconds,
+    workers_on_this_host,
+)
 from contract.errors import EvbenchError
-from contract.layout import default_runs_dir
-from evbench.lab_args import lab_settings
+from contract.layout import default_runs_dir, unusable_directory
+from evbench.lab_args import check_system, lab_settings
 from evbench.profiles import pprof_target, profile_request
 from evbench.scrape import scrape_target
 from loadgen.settings import knobs_from_args
 
 # (flag, argparse keywords): the one place a session flag is spelled and explained.
 _FLAGS: dict[str, dict[str, Any]] = {
-    "--run-id": dict(default=None, help="run name (default: the next free one)"),
+    "--run-id": dict(
+        type=path_component("run id"), default=None, help="run name (default: the next free one)"
+    ),
     "--runs-dir": dict(
-        type=Path,
+        type=directory_path,
         default=None,
         help="where runs are written (default ./runs, or $EVBENCH_RUNS_DIR)",
     ),
     "--workers": dict(
-        type=at_least_one,
+        type=workers_on_this_host,
         default=1,
         metavar="N",
         help="sender processes on this host (default 1); above 1 they form a Locust fleet, "
@@ -33,7 +42,7 @@ _FLAGS: dict[str, dict[str, Any]] = {
         "more workers than cores raise lag; across hosts use `evbench send --master`",
     ),
     "--receiver-clock-shift": dict(
-        type=signed_milliseconds,
+        type=clock_shift_ms,
         default=0.0,
         metavar="MS",
         help="run the receiver as if its host's clock were MS milliseconds ahead (negative: "
@@ -122,11 +131,13 @@ def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             f"--grace {args.grace:g} is longer than --grace-cap {args.grace_cap:g}: the wait for "
             "deliveries never reaches its grace (raise --grace-cap, or lower --grace)"
         )
+    lab = lab_settings(args)
+    check_system(args, lab)
     return {
-        "runs_dir": args.runs_dir or default_runs_dir(),
+        "runs_dir": runs_dir(args),
         "run_id": args.run_id,
         "send": knobs_from_args(args),
-        "lab": lab_settings(args),
+        "lab": lab,
         "workers": args.workers,
         "receiver_host": args.receiver_host,
         "receiver_port": args.receiver_port,
@@ -136,6 +147,16 @@ def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "grace_cap_s": args.grace_cap,
         **insight_kwargs(args),
     }
+
+
+def runs_dir(args: argparse.Namespace) -> Path:
+    """--runs-dir (or its default), once it is known to be a directory this user can write
+    into, or make: a file there, or a read-only place, fails here in one line, not after the
+    instruments started."""
+    where = args.runs_dir or default_runs_dir()
+    if problem := unusable_directory(where):
+        raise EvbenchError(f"--runs-dir: {problem}")
+    return Path(where)
 
 
 def insight_kwargs(args: argparse.Namespace) -> dict[str, Any]:

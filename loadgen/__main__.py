@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 import uvloop
 
 from contract.errors import EvbenchError
+from contract.layout import unusable_directory
 from contract.lines import (
     SenderClock,
     SenderDone,
@@ -41,7 +42,12 @@ from loadgen.payload import PayloadBuilder
 from loadgen.recorder import RowPlan
 from loadgen.request import Transport
 from loadgen.schedule import PlannedStep, plan_steps, planned_step_doc
-from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
+from loadgen.settings import (
+    START_PASSED_MAX_S,
+    SenderSettings,
+    add_sender_arguments,
+    settings_from_args,
+)
 
 if TYPE_CHECKING:
     from loadgen.sendmetrics import SenderMetricsService
@@ -103,14 +109,28 @@ def _key_value(item: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _check_settings(settings: SenderSettings) -> None:
+    """What the flags' types cannot check alone, before anything starts (ValueError)."""
+    if not settings.worker < settings.workers:
+        raise ValueError(
+            f"--worker {settings.worker} must be in 0..{settings.workers - 1} (--workers)"
+        )
+    if problem := unusable_directory(settings.out):
+        raise ValueError(f"--out: {problem}")
+    if settings.start_at_ns is not None:
+        passed_s = (time.time_ns() - settings.start_at_ns) / NS_PER_S
+        if passed_s > START_PASSED_MAX_S:
+            raise ValueError(
+                f"--start-at-ns {settings.start_at_ns} is {passed_s:.0f} s past: every slot "
+                "since then would be sent at once (give a future instant, or --start-delay)"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = settings_from_args(build_parser().parse_args(argv))
     knobs = settings.knobs
     try:
-        if not settings.worker < settings.workers:
-            raise ValueError(
-                f"--worker {settings.worker} must be in 0..{settings.workers - 1} (--workers)"
-            )
+        _check_settings(settings)
         pace = resolve_pace(settings.pace)
         warmup = parse_warmup(knobs.warmup) if knobs.warmup else None
         steps = plan_steps(

@@ -15,9 +15,23 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from contract.argtypes import at_least_one, non_negative, port_number, positive_seconds, seconds
+from contract.argtypes import (
+    at_least_one,
+    epoch_ns,
+    http_url,
+    non_negative,
+    payload_bytes,
+    port_number,
+    positive_seconds,
+    seconds,
+)
 from contract.lines import parse_sender_line
 from contract.procs import Child
+
+# A --start-at-ns this far past is refused: the sender would fire every slot since then at
+# once. A fleet's master gives its workers a start 3 s ahead (loadgen.fleet.master); this leaves
+# room for a worker host whose clock runs a little ahead.
+START_PASSED_MAX_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -161,7 +175,10 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     (
         "knobs.payload_bytes",
         "--payload-bytes",
-        dict(type=at_least_one, help="event payload size in bytes (default %(default)s)"),
+        dict(
+            type=payload_bytes,
+            help="event payload size in bytes, 64 to 1048576 (default %(default)s)",
+        ),
     ),
     (
         "knobs.step_gap_s",
@@ -232,7 +249,11 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     (
         "start_at_ns",
         "--start-at-ns",
-        dict(type=int, help="epoch ns of the schedule start (lets several workers share one)"),
+        dict(
+            type=epoch_ns,
+            help="epoch ns of the schedule start (lets several workers share one); not more "
+            f"than {START_PASSED_MAX_S:g} s past",
+        ),
     ),
     (
         "start_delay_s",
@@ -262,6 +283,7 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "clock_url",
         "--clock-url",
         dict(
+            type=http_url,
             metavar="URL",
             help="the receiver's clock endpoint (http://HOST:PORT/clock): before the first slot "
             "and after the last, measure this host's clock offset to it, so that the analysis "

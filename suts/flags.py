@@ -18,6 +18,7 @@ from typing import Any
 
 from contract.argtypes import (
     at_least_one,
+    http_url,
     milliseconds,
     non_negative,
     port_number,
@@ -30,7 +31,12 @@ REPLACE, EXTEND = "replace", "extend"
 # (LabSettings field, flag, argparse keywords, how the user's repeated values combine with the
 # default: replace it, extend it, or None for a single value). Defaults come from LabSettings.
 LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
-    ("ingress", "--ingress", dict(metavar="URL", help="external: where to send"), None),
+    (
+        "ingress",
+        "--ingress",
+        dict(type=http_url, metavar="URL", help="external: where to send (http:// or https://)"),
+        None,
+    ),
     (
         "kafka_bootstrap",
         "--kafka-bootstrap",

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from contract.argtypes import seconds
+from contract.argtypes import seconds, spark_master, spark_remote
 from contract.clocks import CORRECTION_MODES
 from contract.errors import EvbenchError
 from contract.layout import analysed_summaries
@@ -33,11 +33,13 @@ def add(commands: Subcommands) -> None:
     where = analyze.add_mutually_exclusive_group()
     where.add_argument(
         "--spark-master",
+        type=spark_master,
         default="local[*]",
         help="Spark master URL: local[*] (default) or a cluster's, e.g. spark://host:7077",
     )
     where.add_argument(
         "--spark-remote",
+        type=spark_remote,
         default=None,
         metavar="sc://HOST:PORT",
         help="a Spark Connect endpoint instead of a master (the way many clusters are reached)",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from contract.errors import EvbenchError
+from contract.layout import unusable_directory
 from evbench.commands import Subcommands, echo
 
 
@@ -23,8 +25,25 @@ def add(commands: Subcommands) -> None:
 def main(args: argparse.Namespace) -> int:
     from analysis.report import comparison_rows, comparison_text, write_comparison
 
+    out = args.out or args.runs[0].parent / "compare.html"
+    flag = "--out" if args.out else "the comparison (--out)"
+    _check_out(flag, out)  # before the runs are read: a wrong --out is a one-line error
     rows = comparison_rows(args.runs)
     print(comparison_text(rows))
-    out = args.out or args.runs[0].parent / "compare.html"
-    echo(f"  -> {write_comparison(rows, out)}")
+    try:
+        written = write_comparison(rows, out)
+    except OSError as exc:
+        raise EvbenchError(f"{flag}: cannot write {out}: {exc.strerror or exc}") from None
+    echo(f"  -> {written}")
     return 0
+
+
+def _check_out(flag: str, out: Path) -> None:
+    """The HTML file can be written: not a directory, in a directory that exists (a missing
+    one is a typo more often than a wish) and is writable."""
+    if out.is_dir():
+        raise EvbenchError(f"{flag} {out} is a directory: name a file, e.g. {out / 'compare.html'}")
+    if not out.parent.is_dir():
+        raise EvbenchError(f"{flag} {out}: no directory {out.parent} (make it first)")
+    if problem := unusable_directory(out.parent):
+        raise EvbenchError(f"{flag} {out}: {problem}")

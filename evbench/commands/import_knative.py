@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from contract.layout import default_runs_dir, next_run_id
+from contract.argtypes import directory_path, path_component
+from contract.layout import next_run_id
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument, analyze_path
 from loadgen.pace import resolve_pace
@@ -21,8 +22,13 @@ def add(commands: Subcommands) -> None:
     )
     legacy.add_argument("source", type=Path, help="a mako-stub CSV or a processed directory")
     legacy.add_argument("--sut", default="imported", help="SUT name, e.g. channel-imc")
-    legacy.add_argument("--run-id", default=None, help="run name (default: the next free run-N)")
-    legacy.add_argument("--runs-dir", type=Path, default=None, help="default ./runs")
+    legacy.add_argument(
+        "--run-id",
+        type=path_component("run id"),
+        default=None,
+        help="run name (default: the next free run-N)",
+    )
+    legacy.add_argument("--runs-dir", type=directory_path, default=None, help="default ./runs")
     legacy.add_argument(
         "--pace",
         default=None,
@@ -36,8 +42,9 @@ def add(commands: Subcommands) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evbench.knative import PACE_NAME, import_knative
+    from evbench.session_args import runs_dir as checked_runs_dir
 
-    runs_dir = args.runs_dir or default_runs_dir()
+    runs_dir = checked_runs_dir(args)
     rates = [s.rate_per_s for s in resolve_pace(args.pace).steps] if args.pace else None
     run_id = args.run_id or next_run_id(runs_dir, PACE_NAME)
     sut_dir = import_knative(args.source, runs_dir, run_id, args.sut, rates)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from contract.argtypes import at_least_one, positive_seconds
+from contract.argtypes import at_least_one, payload_bytes, positive_seconds
 from contract.errors import EvbenchError
-from contract.layout import default_runs_dir, next_run_id
+from contract.layout import next_run_id
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
@@ -50,7 +50,7 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         help="how long the consumer runs and is sampled (default 250)",
     )),
     ("--event-bytes", dict(
-        type=at_least_one, default=8192, metavar="N",
+        type=payload_bytes, default=8192, metavar="N",
         help="each backlog event's size (default 8192)",
     )),
     ("--max-backlog-mib", dict(
@@ -121,15 +121,26 @@ def add(commands: Subcommands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from evbench.consumers import LAB_CONSUMERS, BareClientOptions, consumer_specs
-    from evbench.lab_args import lab_settings
+    from evbench.consumers import (
+        LAB_CONSUMERS,
+        LIBRDKAFKA_CLIENTS,
+        BareClientOptions,
+        consumer_specs,
+    )
+    from evbench.lab_args import check_receiver_address, lab_settings, librdkafka_problem
     from evbench.memory import run_memory
     from evbench.options import MemoryOptions
+    from evbench.session_args import runs_dir as checked_runs_dir
 
     try:
         specs = tuple(consumer_specs(args.consumers, tuple(args.consumer)))
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
+    for spec in specs:  # a client refusing its settings would fail in its own process, later
+        if spec.client in LIBRDKAFKA_CLIENTS:
+            given = tuple(f"{key}={value}" for key, value in spec.settings)
+            if problem := librdkafka_problem("--consumer", given):
+                raise EvbenchError(problem)
     lab = [s.name for s in specs if s.client in LAB_CONSUMERS]
     bare_only = [
         flag
@@ -146,7 +157,8 @@ def main(args: argparse.Namespace) -> int:
             f"note: {', '.join(bare_only)} apply to the bare clients only, not to "
             f"{', '.join(lab)} (each scenario.json says what applied)"
         )
-    runs_dir = args.runs_dir or default_runs_dir()
+    runs_dir = checked_runs_dir(args)
+    check_receiver_address(args.receiver_host, args.receiver_port)
     options = MemoryOptions(
         runs_dir=runs_dir,
         run_id=args.run_id or next_run_id(runs_dir, "memory"),
