@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from dataclasses import asdict, replace
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import uvloop
 
-from contract.argtypes import port_number, signed_milliseconds
+from contract.argtypes import clock_shift_ms, directory_path, port_number, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import safe_component
 from contract.lines import Listening, ReceiverLine, ReceiverStats, ReceiverStopped
@@ -25,10 +26,15 @@ from receivers.limits import Limits, add_limit_arguments, limits_from
 
 # Descriptors kept free for part files, the log, the listening socket and the runtime itself.
 _SPARE_FDS = 64
+# Flushes more often than this would keep the loop flushing (each costs a part file and a
+# thread hop) and tick back to back once one takes longer than the interval.
+_FLUSH_INTERVAL_MIN_S = 0.01
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="directory for received/*.parquet")
+    parser.add_argument(
+        "--out", type=directory_path, required=True, help="directory for received/*.parquet"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=port_number, default=8080, help="port; 0 picks a free one (default 8080)"
@@ -41,14 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--flush-interval",
-        type=float,
+        type=_flush_interval,
         default=1.0,
         metavar="S",
         help="seconds between record flushes (default 1.0)",
     )
     parser.add_argument(
         "--clock-shift",
-        type=signed_milliseconds,
+        type=clock_shift_ms,
         default=0.0,
         metavar="MS",
         help="add this many milliseconds to every stamp and clock reading, as if this host's "
@@ -56,6 +62,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 0)",
     )
     add_limit_arguments(parser)
+
+
+def _flush_interval(text: str) -> float:
+    seconds = positive_seconds(text)
+    if seconds < _FLUSH_INTERVAL_MIN_S:
+        raise argparse.ArgumentTypeError(
+            f"{text} s is too short: flush at most every {_FLUSH_INTERVAL_MIN_S:g} s"
+        )
+    return seconds
+
+
+def _out_problem(out: Path) -> str | None:
+    """Why the records directory cannot be used (made if missing), in a few words; None if it
+    can. Checked before the receiver starts, so a wrong --out is one line and not a traceback."""
+    if out.exists() and not out.is_dir():
+        return "is a file, not a directory; name a directory (it is made if missing)"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot make the directory ({exc.strerror}); check the path and its permissions"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return "is not writable; check its permissions"
+    return None
 
 
 def _name(text: str) -> str:
@@ -114,6 +143,10 @@ def _emit(line: ReceiverLine) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = _out_problem(args.out)
+    if problem is not None:
+        print(f"receiver: --out {args.out}: {problem}", file=sys.stderr)
+        return 2
     stats = uvloop.run(serve(args))
     _emit(ReceiverStopped(event="stopped", stats=stats))
     # Records left in memory are lost: the supervisor must not take this run as complete.
