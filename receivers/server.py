@@ -209,7 +209,7 @@ class Receiver:
             self.writer.rows[:0] = rows  # shutting down: close() writes them
             raise
         except OSError as exc:  # the quarantine file could not be written
-            self._write_failed(rows, exc)
+            self._write_failed(rows, exc, self.writer.quarantine_path)
             return
         loop = asyncio.get_running_loop()
         self._writing = loop.run_in_executor(None, self.writer.write_batches, batches)
@@ -232,7 +232,7 @@ class Receiver:
         self.stats.parts_written = self.writer.parts_written
         self.stats.quarantined = self.writer.rows_quarantined
 
-    def _write_failed(self, rows: list[Row], exc: Exception) -> None:
+    def _write_failed(self, rows: list[Row], exc: Exception, where: Path | None = None) -> None:
         # Keep the rows for the next tick rather than lose them (disk full, say).
         self.stats.write_errors += 1
         self.writer.rows[:0] = rows
@@ -240,7 +240,7 @@ class Receiver:
         if reason != self._failing:  # said once per cause, not every tick of a full disk
             self._failing = reason
             print(
-                f"receiver: cannot write records to {self.writer.directory}: {reason}; "
+                f"receiver: cannot write records to {where or self.writer.directory}: {reason}; "
                 f"keeping them in memory, retrying every {self.flush_interval_s:g} s",
                 file=sys.stderr,
                 flush=True,
