@@ -4,7 +4,6 @@ is suts.flags.LAB_FLAGS (the lab components take the same flags)."""
 from __future__ import annotations
 
 import argparse
-import errno
 import socket
 from typing import Any
 
@@ -159,11 +158,9 @@ def check_receiver_address(host: str, port: int) -> None:
         try:
             probe.bind(address)
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise EvbenchError(
-                    f"--receiver-port {port} is in use on {host}: choose a free one (0 picks one)"
-                ) from None
+            # Said as evbench.session says a receiver that could not listen.
+            why = (exc.strerror or str(exc)).lower()
             raise EvbenchError(
-                f"the receiver cannot listen on --receiver-host {host} ({exc.strerror}): use an "
-                "address of this host (0.0.0.0 for all)"
+                f"the receiver could not listen on {host}:{port or 'a free port'} ({why}): is "
+                "--receiver-host an address of this host, and --receiver-port free?"
             ) from None

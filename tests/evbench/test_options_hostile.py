@@ -161,7 +161,8 @@ _CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     (
         "receiver-host not of this host",
         lambda t: [*_run(t), "--sut", "direct", "--receiver-host", _NOT_HERE],
-        f"cannot listen on --receiver-host {_NOT_HERE}",
+        f"could not listen on {_NOT_HERE}:a free port (cannot assign requested address): is "
+        "--receiver-host an address of this host",
     ),
     (
         "lab consumer setting librdkafka refuses",
