@@ -25,13 +25,10 @@ import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict
+from typing import Any, BinaryIO, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-if TYPE_CHECKING:  # what RawIOBase.readinto is given: a writable buffer
-    from typing_extensions import Buffer
 
 PREFIX = "/records"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
@@ -133,7 +130,7 @@ class _DeadlineReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Buffer) -> int:
+    def readinto(self, buffer: Any) -> int:  # a writable buffer (typeshed's, not importable)
         left_s = self._deadline - time.monotonic()
         if left_s <= 0:
             raise TimeoutError("the request's head was not whole by its deadline")

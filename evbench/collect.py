@@ -178,7 +178,8 @@ def _summaries(staging: Path, senders: list[str]) -> list[SenderRecord]:
     for path in sorted((staging / "sent").glob("_sender-w*.json")):
         try:
             record = parse_sender_record(json.loads(path.read_text()), str(path))
-            _settings(record["argv"])
+            # A pace this host cannot read is the peer's failure, not the user's bad input.
+            resolve_pace(_settings(record["argv"]).pace)
         except (ValueError, KeyError, TypeError, EvbenchError) as exc:
             raise CollectError(f"{path}: not a sender's summary ({exc})") from None
         found.append(record)

@@ -7,7 +7,10 @@ the run (or the search) fails as an instrument failure, never as a break of the 
 from __future__ import annotations
 
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from contract.documents import NotReported
 from contract.lines import ReceiverStats, SenderDone
@@ -109,3 +112,35 @@ def grace_verdict(
     if elapsed_s >= cap_s:
         return f"cap of {cap_s:g} s reached"
     return None
+
+
+def wait_for_stragglers(
+    stats: Callable[[], ReceiverStats | None],
+    expected: int,
+    grace_s: float,
+    cap_s: float,
+    interrupts: Callable[[], int] = lambda: 0,
+) -> dict[str, Any]:
+    """Wait until the receiver holds `expected` deliveries, or nothing new came for `grace_s`,
+    or `cap_s` passed; returns how it ended."""
+    started = last_change = time.monotonic()
+    first = stats()
+    last = first["received"] if first is not None else 0
+    while True:
+        now = time.monotonic()
+        # After a Ctrl-C the user wants out: a short grace; after a second one, none.
+        grace_now_s = grace_s if not interrupts() else min(grace_s, 1.0)
+        reason = grace_verdict(last, expected, now - last_change, now - started, grace_now_s, cap_s)
+        if interrupts() >= 2:
+            reason = reason or "interrupted twice"
+        if reason:
+            return {
+                "waited_s": round(now - started, 3),
+                "reason": reason,
+                "expected": expected,
+                "received": last,
+            }
+        time.sleep(0.1)
+        current = stats()
+        if current is not None and current["received"] != last:
+            last, last_change = current["received"], time.monotonic()

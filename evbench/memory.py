@@ -77,7 +77,11 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
     if root.exists():
         raise EvbenchError(f"{root} already exists: choose another --run-id")
     counts = partition_counts(options)  # before anything is written: the topic may be absent
-    root.mkdir(parents=True)
+    try:  # only one of two runs racing for the same directory gets it
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.mkdir()
+    except FileExistsError:
+        raise EvbenchError(f"{root} already exists: choose another --run-id") from None
     options = replace(options, run_id=run_id, send=SendKnobs(payload_bytes=options.event_bytes))
     rows: list[ScenarioDoc] = []
     failed: list[FailedScenarioDoc] = []

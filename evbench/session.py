@@ -45,7 +45,7 @@ from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import ReceiverStats
 from contract.procs import Child
 from evbench.deathwatch import DeathWatch
-from evbench.health import grace_verdict, receiver_failure, receiver_limits
+from evbench.health import receiver_failure, receiver_limits, wait_for_stragglers
 from evbench.insight import Insight
 from evbench.instruments import start_receiver
 from evbench.options import RunOutcome, SessionOptions
@@ -397,38 +397,6 @@ def _stats_or_none(doc: object) -> ReceiverStats | None:
         return parse_receiver_stats(doc)
     except EvbenchError:
         return None
-
-
-def wait_for_stragglers(
-    stats: Callable[[], ReceiverStats | None],
-    expected: int,
-    grace_s: float,
-    cap_s: float,
-    interrupts: Callable[[], int] = lambda: 0,
-) -> dict[str, Any]:
-    """Wait until the receiver holds `expected` deliveries, or nothing new came for `grace_s`,
-    or `cap_s` passed; returns how it ended."""
-    started = last_change = time.monotonic()
-    first = stats()
-    last = first["received"] if first is not None else 0
-    while True:
-        now = time.monotonic()
-        # After a Ctrl-C the user wants out: a short grace; after a second one, none.
-        grace_now_s = grace_s if not interrupts() else min(grace_s, 1.0)
-        reason = grace_verdict(last, expected, now - last_change, now - started, grace_now_s, cap_s)
-        if interrupts() >= 2:
-            reason = reason or "interrupted twice"
-        if reason:
-            return {
-                "waited_s": round(now - started, 3),
-                "reason": reason,
-                "expected": expected,
-                "received": last,
-            }
-        time.sleep(0.1)
-        current = stats()
-        if current is not None and current["received"] != last:
-            last, last_change = current["received"], time.monotonic()
 
 
 _STOPPING = (signal.SIGINT, signal.SIGTERM)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contract.argtypes import at_least_one, payload_bytes, positive_seconds
 from contract.errors import EvbenchError
@@ -12,6 +12,9 @@ from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
 from evbench.session_args import add_flags, add_session_arguments, insight_kwargs
+
+if TYPE_CHECKING:  # the command's imports are deferred: --help must not load the clients
+    from evbench.consumers import ConsumerSpec
 
 
 def _partitions(text: str) -> tuple[int, ...]:
@@ -120,27 +123,32 @@ def add(commands: Subcommands) -> None:
     memory.set_defaults(main=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    from evbench.consumers import (
-        LAB_CONSUMERS,
-        LIBRDKAFKA_CLIENTS,
-        BareClientOptions,
-        consumer_specs,
-    )
-    from evbench.lab_args import check_receiver_address, lab_settings, librdkafka_problem
-    from evbench.memory import run_memory
-    from evbench.options import MemoryOptions
-    from evbench.session_args import runs_dir as checked_runs_dir
+def _checked_specs(args: argparse.Namespace) -> tuple[ConsumerSpec, ...]:
+    """The consumers asked for, each client's settings checked before anything starts (a
+    client refusing them would fail in its own process, later)."""
+    from evbench.consumers import LIBRDKAFKA_CLIENTS, consumer_specs
+    from evbench.lab_args import librdkafka_problem
 
     try:
         specs = tuple(consumer_specs(args.consumers, tuple(args.consumer)))
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
-    for spec in specs:  # a client refusing its settings would fail in its own process, later
+    for spec in specs:
         if spec.client in LIBRDKAFKA_CLIENTS:
             given = tuple(f"{key}={value}" for key, value in spec.settings)
             if problem := librdkafka_problem("--consumer", given):
                 raise EvbenchError(problem)
+    return specs
+
+
+def main(args: argparse.Namespace) -> int:
+    from evbench.consumers import LAB_CONSUMERS, BareClientOptions
+    from evbench.lab_args import check_receiver_address, lab_settings
+    from evbench.memory import run_memory
+    from evbench.options import MemoryOptions
+    from evbench.session_args import runs_dir as checked_runs_dir
+
+    specs = _checked_specs(args)
     lab = [s.name for s in specs if s.client in LAB_CONSUMERS]
     bare_only = [
         flag

@@ -83,6 +83,20 @@ def test_a_collected_run_analyses_like_the_local_run_it_came_from(tmp_path, spar
             "--sut", "direct", "--runs-dir", str(tmp_path / "home"), "--run-id", "b",
             "--no-analyze",
         )  # fmt: skip
+        # A peer whose pace this host cannot read is the peer's failure (exit 1, naming its
+        # summary), not the user's bad input (exit 2) (issue 33, item 11).
+        summary = there / "sent" / "_sender-w0.json"
+        doc = json.loads(summary.read_text())
+        doc["argv"][doc["argv"].index("--pace") + 1] = "no-such-pace"
+        summary.write_text(json.dumps(doc))
+        bad = subprocess.run(
+            [sys.executable, "-m", "evbench", "collect", "--sender", f"http://127.0.0.1:{port}",
+             "--receiver", receiver_url, "--sut", "direct", "--runs-dir", str(tmp_path / "bad"),
+             "--no-analyze"],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert bad.returncode == 1, bad.stderr
+        assert "_sender-w0.json: not a sender's summary" in bad.stderr, bad.stderr
     finally:
         serving.stop()
         receiver.stop()
