@@ -86,7 +86,8 @@ def test_a_collected_run_analyses_like_the_local_run_it_came_from(tmp_path, spar
         # A peer whose pace this host cannot read is the peer's failure (exit 1, naming its
         # summary), not the user's bad input (exit 2) (issue 33, item 11).
         summary = there / "sent" / "_sender-w0.json"
-        doc = json.loads(summary.read_text())
+        original = summary.read_text()
+        doc = json.loads(original)
         doc["argv"][doc["argv"].index("--pace") + 1] = "no-such-pace"
         summary.write_text(json.dumps(doc))
         bad = subprocess.run(
@@ -97,6 +98,7 @@ def test_a_collected_run_analyses_like_the_local_run_it_came_from(tmp_path, spar
         )  # fmt: skip
         assert bad.returncode == 1, bad.stderr
         assert "_sender-w0.json: not a sender's summary" in bad.stderr, bad.stderr
+        summary.write_text(original)  # as the run left it, for the comparison below
     finally:
         serving.stop()
         receiver.stop()
