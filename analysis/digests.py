@@ -144,22 +144,46 @@ def empty_tail() -> TailDoc:
         "n": 0,
         "p9999_is_max": False,
         "exact": [],
+        "rank_error": {},
     }
 
 
-def tail_figures(digest: fastdigest.TDigest, top: np.ndarray | None = None) -> TailDoc:
+def rank_error(pairs: np.ndarray, q: float) -> float:
+    """How far from q the rank of a digest's estimate at q can be, as a fraction of its n: the
+    estimate interpolates between the means of the two centroids around rank q·n, and every
+    sample of those two may lie on either side of it."""
+    weights = pairs[:, 1]
+    n = float(weights.sum())
+    if n == 0 or len(weights) == 0:
+        return 0.0
+    centres = np.cumsum(weights) - weights / 2
+    at = int(np.clip(np.searchsorted(centres, q * n), 1, max(1, len(weights) - 1)))
+    around = weights[at - 1 : at + 1].sum()
+    return round(float(around) / n, 8)
+
+
+def tail_figures(
+    digest: fastdigest.TDigest, top: np.ndarray | None = None, errors: bool = True
+) -> TailDoc:
     """p50 … p99.99, max and the sample count n. `exact` lists the figures computed exactly from
-    the kept top values; P99.99 under 10^4 samples is flagged as the max."""
+    the kept top values, `rank_error` bounds the others (left out when not `errors`: the
+    cumulative lines, a call per second, do not store it); P99.99 under 10^4 samples is flagged
+    as the max."""
     n = int(digest.n_values)
     if n == 0:
         return empty_tail()
     values: dict[str, float] = {}
     exact = []
+    errors: dict[str, float] = {}
+    pairs: np.ndarray | None = None
     for name, q in QUANTILES.items():
         value, is_exact = quantile(digest, top, q)
         values[name] = round(value, 4)
         if is_exact:
             exact.append(name)
+        elif errors and not (name == "p9999" and n < P9999_MIN_SAMPLES):
+            pairs = centroid_pairs(digest, digest.to_bytes()) if pairs is None else pairs
+            errors[name] = rank_error(pairs, q)
     top_value = round(float(top[0]) if top is not None and len(top) else digest.max(), 4)
     is_max = n < P9999_MIN_SAMPLES
     return {
@@ -171,6 +195,7 @@ def tail_figures(digest: fastdigest.TDigest, top: np.ndarray | None = None) -> T
         "n": n,
         "p9999_is_max": is_max,
         "exact": exact,
+        "rank_error": errors,
     }
 
 
@@ -299,7 +324,7 @@ def cumulative_line(
     }
     for second, data in sorted(zip(seconds, digests, strict=True), key=lambda p: p[0]):
         running.merge_inplace(from_bytes(data))
-        figures: Mapping[str, Any] = tail_figures(running)
+        figures: Mapping[str, Any] = tail_figures(running, errors=False)
         points["second"].append(second)
         points["n"].append(figures["n"])
         for name in ("p50", "p99", "p999", "p9999", "max"):

@@ -242,7 +242,7 @@ def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
     # Each kind of row takes only its columns before it is filtered: the step rows' lists
     # (seconds, points) are most of the table, and a filter copies every column it keeps.
     per_second = pc.is_valid(head.column("second"))
-    medians = head.select(["sut", "step", "second", "p50_ms"]).filter(per_second)
+    medians = head.select(["sut", "step", "second", "n", "p50_ms", "p99_ms"]).filter(per_second)
     e2e_points = _by_sut(medians.to_pylist())
     has_metric = pc.is_valid(head.column("metric"))
     digest_rows = pc.and_(pc.invert(per_second), has_metric)

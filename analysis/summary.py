@@ -63,8 +63,8 @@ Sketch = tuple[fastdigest.TDigest, np.ndarray]
 @dataclass(frozen=True)
 class SutFindings:
     """What the chain found for one SUT: its steps' totals in step order, its foreign
-    deliveries, each (metric, step)'s sketch and each step's e2e median per second
-    (`{"step", "second", "p50_ms"}` rows)."""
+    deliveries, each (metric, step)'s sketch and each step's e2e figures per second
+    (`{"step", "second", "n", "p50_ms", "p99_ms"}` rows, from that second's digest)."""
 
     totals: Sequence[StepTotals]
     foreign: int

@@ -249,7 +249,12 @@ class TailDoc(TypedDict):
     max: float | None
     n: int
     p9999_is_max: bool
+    # The figures computed exactly, as order statistics of every sample (analysis.digests).
     exact: list[str]
+    # For each figure not exact: the most its rank can be off, as a fraction of n (the weight
+    # of the digest's centroids around it); the true value lies between the order statistics
+    # at q - rank_error and q + rank_error.
+    rank_error: dict[str, float]
 
 
 class CountsDoc(TypedDict):
