@@ -17,6 +17,7 @@ import numpy as np
 
 from analysis.deaths import after_deaths, death_summaries, deaths_text, spoiled_steps
 from analysis.digests import empty_tail, merged, merged_top, tail_figures
+from analysis.drift import drift_of
 from analysis.inputs import AnalyzeOptions, SutInputs
 from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
 from analysis.verdicts import (
@@ -25,18 +26,21 @@ from analysis.verdicts import (
     Verdict,
     breaking_point,
     delivery_attempts,
+    drift_verdict_text,
     instrument_failures,
     judge,
     not_judged_probe,
     search_verdict_text,
     under_instrument_failure,
     verdict_text,
+    with_drift,
 )
 from contract.clocks import Correction
 from contract.documents import (
     ClockSummaryDoc,
     CountsDoc,
     DeathSummaryDoc,
+    DriftDoc,
     RunDoc,
     StepSummaryDoc,
     SummaryDoc,
@@ -88,6 +92,9 @@ def summary(
     for step, judged in zip(steps, verdicts, strict=True):
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
     point, sustainable, verdict = _run_verdict(run, verdicts, failures)
+    drifts = [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
+    if (drifting := drift_verdict_text(drifts)) and not failures:
+        verdict = f"{verdict}; {drifting}"
     if deaths.found and not failures and "search" not in run:
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
         verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
@@ -149,9 +156,9 @@ def _judged_steps(
 ) -> tuple[list[StepSummaryDoc], list[Verdict]]:
     """Every step's row and verdict; an instrument failure overrules a break."""
     durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
-    medians: dict[int, list[tuple[float, float]]] = {}
+    seconds: dict[int, list[Mapping[str, float]]] = {}
     for point in sorted(found.e2e_points, key=lambda p: p["second"]):
-        medians.setdefault(int(point["step"]), []).append((point["second"], point["p50_ms"]))
+        seconds.setdefault(int(point["step"]), []).append(point)
     baseline = baseline_e2e_p99_ms(found.totals, found.sketches, thresholds.min_events)
     last = max((t["step"] for t in found.totals), default=None)
     finished = run.get("status") == "completed"
@@ -163,9 +170,10 @@ def _judged_steps(
         tails = StepTails(
             e2e=_tail(found.sketches, "e2e", total["step"]),
             sender_lag=_tail(found.sketches, "sender_lag", total["step"]),
-            e2e_medians=medians.get(total["step"], []),
+            e2e_medians=[(p["second"], p["p50_ms"]) for p in seconds.get(total["step"], [])],
         )
-        row = step_row(total, duration_s, tails, thresholds, baseline, ran_s)
+        drift = drift_of(seconds.get(total["step"], []), thresholds)
+        row = step_row(total, duration_s, tails, thresholds, baseline, ran_s, drift)
         if ran_s is not None and "search" in run:
             row = row[0], not_judged_probe(row[1])
         rows.append(row)
@@ -205,12 +213,14 @@ def step_row(
     thresholds: Thresholds,
     baseline_e2e_p99_ms: float | None,
     ran_s: float | None = None,
+    drift: DriftDoc | None = None,
 ) -> tuple[StepSummaryDoc, Verdict]:
     """A step's summary row and its verdict (before any instrument failure overrules it): the
     figures are the step rule's (analysis.steprule.step_figures), as a search probe's are. A
-    step cut short (`ran_s`) is judged on the time it ran, and says so."""
+    step cut short (`ran_s`) is judged on the time it ran, and says so; a long step's `drift`
+    (analysis.drift) is said among its reasons (analysis.verdicts.with_drift)."""
     figures = step_figures(total, tails, ran_s or duration_s, baseline_e2e_p99_ms)
-    verdict = judge(figures, thresholds)
+    verdict = with_drift(judge(figures, thresholds), drift)
     if ran_s is not None:
         cut = f"cut short after {ran_s:.1f} s of {duration_s} s: judged on the time it ran"
         verdict = replace(verdict, reasons=(*verdict.reasons, cut))
@@ -237,6 +247,7 @@ def step_row(
         "e2e_rise_ms": None if figures.e2e_rise_ms is None else round(figures.e2e_rise_ms, 3),
         "verdict": verdict.verdict,
         "reasons": list(verdict.reasons),
+        "drift": drift,
     }
     if ran_s is not None:
         row["ran_s"] = round(ran_s, 3)

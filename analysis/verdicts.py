@@ -20,6 +20,8 @@ A step is judged so:
    time, so a late sender shows there by about its lateness), and the rate it did not offer;
    failures and losses are the system's answers whatever the pace.
 4. otherwise *holds*.
+5. A long step whose latency drifts over its hours (analysis.drift) keeps its verdict and says
+   so in its reasons and in the run's verdict (`with_drift` says why).
 
 An *instrument failure* (the sender or receiver died or ended badly, records are missing, nothing
 arrived although events were acked) is a verdict of its own: the losses it causes are the
@@ -40,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from contract.documents import SearchResultDoc
+from contract.documents import DriftDoc, SearchResultDoc
 from contract.errors import EvbenchError
 
 HOLDS = "holds"
@@ -66,6 +68,17 @@ class Thresholds:
     # latency counts from the intended time, so its lateness shows there, and no more.
     sender_excuse_ratio: float = 3.0
     min_events: int = 100
+    # The drift rule (analysis.drift), for steps whose deliveries span drift_min_step_s or
+    # more: ten minutes makes 60 windows of 10 s, the least a median and a slope stand on.
+    # A long step drifts when its fitted e2e P50 or P99 rose over the step by more than
+    # max(drift_min_ms, drift_ratio x its level). A quarter of the level is a change a reader
+    # sees at once on the windows figure and far beyond the noise of a median of window
+    # medians (a flat, spiky hour fits well under 1 % of it); 1 ms is the floor for hours, not
+    # the rise rule's 20 ms for seconds: under it, a sub-millisecond system's timer and
+    # scheduling noise would read as drift, and over it, a 2 -> 12 ms creep is no longer hidden.
+    drift_min_step_s: int = 600
+    drift_ratio: float = 0.25
+    drift_min_ms: float = 1.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,6 +204,32 @@ def system_breaks(fig: StepFigures, t: Thresholds, excused: bool) -> list[str]:
                 f"({t.latency_inflation_ratio:g}x the first step's {fig.baseline_e2e_p99_ms:.0f})"
             )
     return broken
+
+
+def with_drift(v: Verdict, drift: DriftDoc | None) -> Verdict:
+    """A step whose latency drifts over its hours (analysis.drift) says so first among its
+    reasons, whatever its verdict; the verdict itself stands. Drift is not a capacity finding:
+    the rise rule above already breaks a step whose queue grows without bound, while a creep
+    of milliseconds an hour has causes a rate does not explain (a leak, a growing index, a
+    compaction, a clock drifting between hosts), and a soak at one rate has no staircase whose
+    breaking point it could name. So the step holds (or breaks) for what it delivered, and no
+    drifting step reads "holds" without saying it drifts; the run's verdict says it too
+    (`drift_verdict_text`)."""
+    if drift is None or drift["verdict"] != "drifting":
+        return v
+    return replace(v, reasons=(f"drifting: {drift['text']}", *v.reasons))
+
+
+def drift_verdict_text(steps: Sequence[tuple[int, int, DriftDoc | None]]) -> str:
+    """What the run's verdict adds for its drifting steps ((step, rate, drift) in run order):
+    "e2e latency drifting in step 1 (1000/s): P50 +10 ms/h, P99 +17.1 ms/h"; empty if none."""
+    found = [
+        f"step {step} ({rate}/s): P50 {d['p50_ms_per_h']:+.3g} ms/h, "
+        f"P99 {d['p99_ms_per_h']:+.3g} ms/h"
+        for step, rate, d in steps
+        if d is not None and d["verdict"] == "drifting"
+    ]
+    return f"e2e latency drifting in {'; '.join(found)}" if found else ""
 
 
 def breaking_point(verdicts: Sequence[Verdict]) -> tuple[int | None, int | None]:

@@ -271,6 +271,20 @@ class CountsDoc(TypedDict):
     leaked: int
 
 
+class DriftDoc(TypedDict):
+    """A long step's drift (analysis.drift): the trend of its e2e P50 and P99 per window."""
+
+    window_s: int
+    windows: int
+    p50_ms_per_h: float
+    p99_ms_per_h: float
+    p50_rise_ms: float  # the fitted rise over the time the windows span (negative: it fell)
+    p99_rise_ms: float
+    allowed_rise_ms: dict[str, float]  # p50, p99: what a stable step may rise
+    verdict: str  # stable | drifting
+    text: str  # "e2e P50 rose 10.1 ms per hour (2.04 -> 12.1 ms), ...: drifting"
+
+
 class StepSummaryDoc(TypedDict):
     step: int
     target_rate_per_s: int
@@ -295,6 +309,8 @@ class StepSummaryDoc(TypedDict):
     # A step cut short (the run interrupted, the sender killed): the seconds its slots cover,
     # over which its rates are judged; absent for a step that ran its whole duration.
     ran_s: NotRequired[float]
+    # Its drift over hours; null for a step too short (absent in summaries from before it).
+    drift: NotRequired[DriftDoc | None]
 
 
 class WorkerClockDoc(TypedDict):

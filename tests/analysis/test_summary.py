@@ -173,6 +173,55 @@ def test_a_summary_from_findings_is_a_summary_doc():
     assert "search" not in doc and doc["clock"]["applied"] is False
 
 
+def _hour_at_100_per_s(median_ms):
+    """The issue's soak: one hour-long step at 100/s; each second's e2e P50 is `median_ms(s)`
+    (its P99 50 % above it), as the job's per-second digests give them."""
+    total = _totals(rate=100, seconds=3600)
+    values = np.concatenate([np.full(100, median_ms(s)) for s in range(3600)])
+    points = [
+        {"step": 1, "second": s, "n": 100, "p50_ms": median_ms(s), "p99_ms": 1.5 * median_ms(s)}
+        for s in range(3600)
+    ]
+    findings = SutFindings(
+        [total],
+        0,
+        {("e2e", 1): _sketch(values), ("sender_lag", 1): _sketch(np.full(360_000, 0.1))},
+        points,
+    )
+    run = _run(
+        pace={
+            "name": "soak",
+            "spec": "100:3600",
+            "steps": [{"rate_per_s": 100, "duration_s": 3600}],
+        }
+    )
+    return summary(_inputs(run), AnalyzeOptions(), findings, ({}, {}))
+
+
+def test_a_creeping_hour_holds_but_says_it_drifts():
+    """Issue 34: a median creeping from 2 to 12 ms over an hour was judged "holds" in silence
+    (the rise rule's 20 ms floor is sized for 30 s steps)."""
+    doc = _hour_at_100_per_s(lambda s: 2.0 + 10.0 * s / 3600)
+    assert problems(doc, SummaryDoc) == []
+    step = doc["steps"][0]
+    assert step["verdict"] == "holds"  # it delivered the rate: a capacity verdict
+    assert step["drift"] is not None and step["drift"]["verdict"] == "drifting"
+    assert step["reasons"][0].startswith("drifting: e2e P50 rose 10 ms per hour")
+    assert doc["verdict"] == (
+        "held every judged step; max sustainable 100/s; "
+        "e2e latency drifting in step 1 (100/s): P50 +10 ms/h, P99 +15 ms/h"
+    )
+
+
+def test_a_flat_hour_is_stable_and_a_short_step_has_no_drift():
+    doc = _hour_at_100_per_s(lambda s: 2.0 + (30.0 if s % 97 == 0 else 0.0))
+    step = doc["steps"][0]
+    assert step["drift"] is not None and step["drift"]["verdict"] == "stable"
+    assert step["reasons"] == [] and "drifting" not in doc["verdict"]
+    short = summary(_inputs(_run()), AnalyzeOptions(), _findings([_totals()]), ({}, {}))
+    assert short["steps"][0]["drift"] is None
+
+
 def test_nothing_received_although_acked_is_an_instrument_failure():
     steps = [_totals(delivered=0, lost=1000)]
     doc = summary(_inputs(_run()), AnalyzeOptions(), _findings(steps), ({}, {}))
