@@ -1,21 +1,23 @@
-"""The record directories compacted for analysis: one Parquet file per side, same rows, laid
-out by step.
+"""The record directories compacted for analysis: the same rows, in chunks laid out by slice.
 
-A run writes a part file per second per side (so an interrupted run keeps all but the last
-second); an hour is thousands of files of a few tens of KB, and every reader pays per file
-opened. On first analysis each side is copied, part by part in part order, into
-`analysis/records/<side>.parquet`; the raw parts are never touched.
+A run writes its records as part files (contract.parquet); every reader pays per file opened, and
+the analysis' tasks want a slice's sent events and their deliveries (analysis.slices) without a
+join across the run. On first analysis each side's parts are copied, in part order, into chunks
+of at most about CHUNK_ROWS rows, `analysis/records/<side>/chunk-NNNNN.parquet`; the raw parts
+are never touched.
 
-The copy is laid out for the analysis' tasks (analysis.tasks): each row group holds the rows of
-one key only, and the footer lists the key of every row group (LAYOUT_KEY): for sent/, the step;
-for received/, the step the delivery's id names (analysis.routing), NO_ROUTE where it names
-none. A step's task then reads its sent events and their deliveries, and nothing else, straight
-from the files.
+Each chunk is laid out for the tasks (analysis.tasks): each row group holds the rows of one key
+only, and the footer lists the key of every row group (LAYOUT_KEY): for sent/, the slice of the
+event; for received/, the slice the delivery's id names (analysis.routing), NO_ROUTE where it
+names none. A slice's task reads its row groups of every chunk, and nothing else.
 
-The copy lists the parts it holds (name, size, modification time) in its footer, and the
-received copy the slot ranges it was routed by, so a directory that changed since (more parts
-collected, a part replaced) is compacted again; a copy cut short (the machine died mid-write) is
-never taken: it is written under a temporary name and renamed whole.
+Compaction is incremental and bounded: a chunk lists the parts it holds (name, size,
+modification time) in its footer, and (received) the slot ranges it was routed by, so only a
+chunk whose parts changed (more parts collected, the last chunk grown, a part replaced) is
+compacted again; each is a bounded pass (READ_AHEAD parts, BUFFERED_ROWS rows), and the chunks
+are compacted on a few threads (the reading, encoding and writing release the GIL). A chunk cut
+short (the machine died mid-write) is never taken: it is written under a temporary name and
+renamed whole.
 """
 
 from __future__ import annotations
@@ -33,30 +35,37 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.routing import SeqRanges, routes, runs
+from analysis.slices import SLICE_EVENTS, slice_keys
 from contract.errors import RecordFileError
 from contract.parquet import arrow_schema
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
 
 MANIFEST_KEY = b"evbench.parts"
 LAYOUT_KEY = b"evbench.layout"
-# A copy written by an earlier layout (one without LAYOUT_KEY) is compacted again.
-LAYOUT_VERSION = 2
+# A copy written by an earlier layout (a version other than this one) is compacted again.
+LAYOUT_VERSION = 3
+# Rows of parts per chunk, about: a chunk is written in one bounded pass, and a directory that
+# grows (a run still going, records collected later) rewrites only its last chunks.
+CHUNK_ROWS = 1 << 22
+# Chunks compacted at once: each a bounded pass, their I/O and encoding release the GIL.
+CHUNK_THREADS = 2
 # Parts read ahead of the writer: bounded memory (an hour's parts are gigabytes), while the
 # reading (which releases the GIL) overlaps the writing.
-READ_AHEAD = 16
+READ_AHEAD = 8
 # Rows per row group at most; a key's rows are flushed as one when they reach it.
 ROW_GROUP_ROWS = 1 << 19
-# Rows held across keys before every key is flushed (deliveries of many steps interleave).
+# Rows held across keys before every key is flushed (deliveries of many slices interleave).
 BUFFERED_ROWS = 2 * ROW_GROUP_ROWS
 
 
 @dataclass(frozen=True)
 class Layout:
-    """A compacted copy: its path, the key of each of its row groups, and (sent) the steps'
-    slot ranges the received copy is routed by."""
+    """A compacted chunk: its path, the key of each of its row groups and their rows, and
+    (sent) its slices' slot ranges."""
 
     path: Path
     keys: tuple[int, ...]
+    group_rows: tuple[int, ...]
     ranges: SeqRanges | None = None
 
     def groups(self, keys: Iterable[int]) -> tuple[int, ...]:
@@ -65,78 +74,190 @@ class Layout:
         return tuple(i for i, k in enumerate(self.keys) if k in wanted)
 
     def rows(self, groups: Iterable[int]) -> int:
-        metadata = pq.read_metadata(self.path)
-        return sum(metadata.row_group(i).num_rows for i in groups)
+        return sum(self.group_rows[i] for i in groups)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A side's compacted chunks in part order; (sent) the slot range of every slice."""
+
+    chunks: tuple[Layout, ...]
+    ranges: SeqRanges | None = None
+
+    @property
+    def keys(self) -> set[int]:
+        return {key for chunk in self.chunks for key in chunk.keys}
+
+    def rows_by_key(self) -> dict[int, int]:
+        found: dict[int, int] = {}
+        for chunk in self.chunks:
+            for key, rows in zip(chunk.keys, chunk.group_rows, strict=True):
+                found[key] = found.get(key, 0) + rows
+        return found
+
+    def paths(self) -> list[Path]:
+        return [chunk.path for chunk in self.chunks]
 
 
 def manifest(parts: Sequence[Path]) -> list[list]:
-    """What a compacted copy holds: each part's name, size and modification time, in order."""
+    """What a compacted chunk holds: each part's name, size and modification time, in order."""
     stats = [(part.name, part.stat()) for part in parts]
     return [[name, stat.st_size, stat.st_mtime_ns] for name, stat in stats]
 
 
-def holds(copy: Path, parts: Sequence[Path]) -> bool:
-    """Whether `copy` was compacted from exactly these parts as they are now."""
+def holds(directory: Path, parts: Sequence[Path]) -> bool:
+    """Whether the chunks in `directory` were compacted from exactly these parts as they are
+    now (their footers' manifests, in order, are the parts')."""
+    held: list = []
+    for chunk in sorted(directory.glob("chunk-*.parquet")):
+        try:
+            found = (pq.read_metadata(chunk).metadata or {}).get(MANIFEST_KEY)
+        except (pa.ArrowException, OSError):
+            return False
+        if found is None:
+            return False
+        held.extend(json.loads(found))
+    return bool(held) and held == manifest(parts)
+
+
+def chunked(rows: Sequence[int], limit: int = CHUNK_ROWS) -> list[range]:
+    """Consecutive parts (their `rows`) in chunks of at most `limit` rows, a part never split
+    (one larger than `limit` is a chunk of its own)."""
+    chunks: list[range] = []
+    first, held = 0, 0
+    for i, count in enumerate(rows):
+        if held and held + count > limit:
+            chunks.append(range(first, i))
+            first, held = i, 0
+        held += count
+    if first < len(rows):
+        chunks.append(range(first, len(rows)))
+    return chunks
+
+
+def read_layout(copy: Path, parts: Sequence[Path], expected: dict) -> Layout | None:
+    """The layout of chunk `copy` if it holds exactly these parts as they are now, in this
+    layout version, keyed as `expected` says (how slices were cut, what received was routed
+    by); None otherwise."""
     try:
-        held = (pq.read_metadata(copy).metadata or {}).get(MANIFEST_KEY)
+        metadata = pq.read_metadata(copy)
     except (pa.ArrowException, OSError):
-        return False
-    return held is not None and json.loads(held) == manifest(parts)
-
-
-def read_layout(copy: Path, parts: Sequence[Path], routed_by: SeqRanges | None) -> Layout | None:
-    """The layout of `copy` if it holds exactly these parts as they are now, in this layout
-    version (and, for received, routed by these ranges); None otherwise."""
-    if not holds(copy, parts):
         return None
-    metadata = pq.read_metadata(copy)
-    layout = (metadata.metadata or {}).get(LAYOUT_KEY)
-    if layout is None:
+    footer = metadata.metadata or {}
+    held, layout = footer.get(MANIFEST_KEY), footer.get(LAYOUT_KEY)
+    if held is None or layout is None or json.loads(held) != manifest(parts):
         return None
     found = json.loads(layout)
     # A footer whose keys do not match its row groups one for one is not trusted: a task would
-    # read the wrong step.
+    # read the wrong slice.
     if found.get("version") != LAYOUT_VERSION or len(found["keys"]) != metadata.num_row_groups:
         return None
-    if routed_by is not None and found.get("routed_by") != _routing_json(routed_by):
+    if any(found.get(name) != value for name, value in expected.items()):
         return None
     ranges = found.get("ranges")
     return Layout(
         copy,
         tuple(found["keys"]),
+        tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
         None if ranges is None else SeqRanges.from_json(ranges, found["ids_carry_seq"]),
     )
 
 
-def compact_sent(parts: Sequence[Path], copy: Path) -> Layout:
-    """sent/'s parts into `copy`, a row group per step run, unless it already holds them."""
-    if (found := read_layout(copy, parts, None)) is not None:
-        return found
-    ranges = SeqRanges()
+def compact_sent(
+    parts: Sequence[Path],
+    directory: Path,
+    start_ns: int,
+    slice_events: int = SLICE_EVENTS,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Copy:
+    """sent/'s parts into chunks under `directory`, a row group per slice run (analysis.slices),
+    each chunk unless it already holds its parts."""
+    expected = {"sliced_by": [start_ns, slice_events]}
 
-    def keys(table: pa.Table) -> np.ndarray:
-        ranges.add(table)
-        return table.column("step").to_numpy().astype(np.int64)
+    def one(copy: Path, chunk: Sequence[Path]) -> Layout:
+        if (found := read_layout(copy, chunk, expected)) is not None:
+            return found
+        ranges = SeqRanges()
 
-    written = _write(parts, SENT_FIELDS, copy, keys, lambda: _sent_layout(ranges))
-    return Layout(copy, written, ranges)
+        def keys(table: pa.Table) -> np.ndarray:
+            found = slice_keys(
+                table.column("step").to_numpy(),
+                table.column("target_rate_per_s").to_numpy(),
+                table.column("intended_ns").to_numpy(),
+                start_ns,
+                slice_events,
+            )
+            ranges.add(found, table)
+            return found
+
+        written = _write(chunk, SENT_FIELDS, copy, keys, lambda: {**expected, **_ranges(ranges)})
+        return Layout(copy, *written, ranges)
+
+    chunks = _each_chunk(parts, directory, chunk_rows, one)
+    merged = SeqRanges()
+    for chunk in chunks:
+        assert chunk.ranges is not None  # a sent chunk carries its slices' ranges
+        merged.merge(chunk.ranges)
+    return Copy(tuple(chunks), merged)
 
 
-def compact_received(parts: Sequence[Path], copy: Path, ranges: SeqRanges) -> Layout:
-    """received/'s parts into `copy`, a row group per route (the step each id names)."""
-    if (found := read_layout(copy, parts, ranges)) is not None:
-        return found
-    written = _write(
-        parts,
-        RECEIVED_FIELDS,
-        copy,
-        lambda table: routes(table.column("event_id"), ranges),
-        lambda: {"routed_by": _routing_json(ranges)},
-    )
-    return Layout(copy, written)
+def compact_received(
+    parts: Sequence[Path], directory: Path, ranges: SeqRanges, chunk_rows: int = CHUNK_ROWS
+) -> Copy:
+    """received/'s parts into chunks under `directory`, a row group per route (the slice
+    each id names)."""
+    expected = {"routed_by": _routing_json(ranges)}
+
+    def one(copy: Path, chunk: Sequence[Path]) -> Layout:
+        if (found := read_layout(copy, chunk, expected)) is not None:
+            return found
+        written = _write(
+            chunk,
+            RECEIVED_FIELDS,
+            copy,
+            lambda table: routes(table.column("event_id"), ranges),
+            lambda: expected,
+        )
+        return Layout(copy, *written)
+
+    return Copy(tuple(_each_chunk(parts, directory, chunk_rows, one)))
 
 
-def _sent_layout(ranges: SeqRanges) -> dict:
+def _each_chunk(
+    parts: Sequence[Path],
+    directory: Path,
+    chunk_rows: int,
+    one: Callable[[Path, Sequence[Path]], Layout],
+) -> list[Layout]:
+    """`one` over every chunk of `parts` (on CHUNK_THREADS threads), chunk files left over
+    from a longer directory removed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    chunks = chunked(_part_rows(parts), chunk_rows)
+    copies = [directory / f"chunk-{i:05d}.parquet" for i in range(len(chunks))]
+    with ThreadPoolExecutor(max_workers=CHUNK_THREADS) as pool:
+        found = list(
+            pool.map(lambda i: one(copies[i], [parts[j] for j in chunks[i]]), range(len(chunks)))
+        )
+    for stale in directory.glob("chunk-*.parquet"):
+        if stale not in copies:
+            stale.unlink(missing_ok=True)
+    return found
+
+
+def _part_rows(parts: Sequence[Path]) -> list[int]:
+    """Each part's rows, from its footer."""
+
+    def rows(part: Path) -> int:
+        try:
+            return int(pq.read_metadata(part).num_rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise RecordFileError(f"{part}: unreadable Parquet file ({exc})") from exc
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(rows, parts))
+
+
+def _ranges(ranges: SeqRanges) -> dict:
     return {"ranges": ranges.to_json(), "ids_carry_seq": ranges.ids_carry_seq}
 
 
@@ -150,28 +271,29 @@ def _write(
     copy: Path,
     key_of: Callable[[pa.Table], np.ndarray],
     layout: Callable[[], dict],
-) -> tuple[int, ...]:
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """`parts` (checked, in order) into one file at `copy`, the contract's columns only, in its
     types; each row group holds one key's rows (`key_of` a part's rows), in part order. Returns
-    the row groups' keys."""
+    the row groups' keys and rows."""
     schema = arrow_schema(fields).with_metadata({MANIFEST_KEY: json.dumps(manifest(parts))})
     copy.parent.mkdir(parents=True, exist_ok=True)
     partial = copy.with_name(f".{copy.name}.{uuid.uuid4().hex}.tmp")
     keys: list[int] = []
+    rows: list[int] = []
     try:
         with pq.ParquetWriter(partial, schema) as writer:
             pending: dict[int, list[pa.Table]] = {}
             for table in _read_ahead(parts, schema):
-                for key, rows in runs(key_of(table)):
-                    whole = len(rows) == table.num_rows  # most parts hold one key
-                    pending.setdefault(key, []).append(table if whole else table.take(rows))
+                for key, taken in runs(key_of(table)):
+                    whole = len(taken) == table.num_rows  # most parts hold one key
+                    pending.setdefault(key, []).append(table if whole else table.take(taken))
                     if sum(t.num_rows for t in pending[key]) >= ROW_GROUP_ROWS:
-                        keys.extend(_flush(writer, pending, key))
+                        _flush(writer, pending, key, keys, rows)
                 if sum(t.num_rows for tables in pending.values() for t in tables) > BUFFERED_ROWS:
                     for key in sorted(pending):
-                        keys.extend(_flush(writer, pending, key))
+                        _flush(writer, pending, key, keys, rows)
             for key in sorted(pending):
-                keys.extend(_flush(writer, pending, key))
+                _flush(writer, pending, key, keys, rows)
             writer.add_key_value_metadata(
                 {LAYOUT_KEY: json.dumps({"version": LAYOUT_VERSION, "keys": keys, **layout()})}
             )
@@ -180,14 +302,23 @@ def _write(
         os.replace(partial, copy)
     finally:
         partial.unlink(missing_ok=True)
-    return tuple(keys)
+    return tuple(keys), tuple(rows)
 
 
-def _flush(writer: pq.ParquetWriter, pending: dict[int, list[pa.Table]], key: int) -> list[int]:
-    """A key's pending rows as row groups of at most ROW_GROUP_ROWS; their keys."""
+def _flush(
+    writer: pq.ParquetWriter,
+    pending: dict[int, list[pa.Table]],
+    key: int,
+    keys: list[int],
+    rows: list[int],
+) -> None:
+    """A key's pending rows as row groups of at most ROW_GROUP_ROWS, their keys and rows
+    noted."""
     table = pa.concat_tables(pending.pop(key))
     writer.write_table(table, ROW_GROUP_ROWS)
-    return [key] * -(-table.num_rows // ROW_GROUP_ROWS)
+    for start in range(0, table.num_rows, ROW_GROUP_ROWS):
+        keys.append(key)
+        rows.append(min(ROW_GROUP_ROWS, table.num_rows - start))
 
 
 def _read_ahead(parts: Sequence[Path], schema: pa.Schema) -> Iterator[pa.Table]:
@@ -199,6 +330,6 @@ def _read_ahead(parts: Sequence[Path], schema: pa.Schema) -> Iterator[pa.Table]:
         except (pa.ArrowException, OSError) as exc:
             raise RecordFileError(f"{part}: unreadable Parquet file ({exc})") from exc
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         for start in range(0, len(parts), READ_AHEAD):
             yield from pool.map(read, parts[start : start + READ_AHEAD])

@@ -163,10 +163,10 @@ def rank_error(pairs: np.ndarray, q: float) -> float:
 
 
 def tail_figures(
-    digest: fastdigest.TDigest, top: np.ndarray | None = None, errors: bool = True
+    digest: fastdigest.TDigest, top: np.ndarray | None = None, with_errors: bool = True
 ) -> TailDoc:
     """p50 … p99.99, max and the sample count n. `exact` lists the figures computed exactly from
-    the kept top values, `rank_error` bounds the others (left out when not `errors`: the
+    the kept top values, `rank_error` bounds the others (left out without `with_errors`: the
     cumulative lines, a call per second, do not store it); P99.99 under 10^4 samples is flagged
     as the max."""
     n = int(digest.n_values)
@@ -181,7 +181,7 @@ def tail_figures(
         values[name] = round(value, 4)
         if is_exact:
             exact.append(name)
-        elif errors and not (name == "p9999" and n < P9999_MIN_SAMPLES):
+        elif with_errors and not (name == "p9999" and n < P9999_MIN_SAMPLES):
             pairs = centroid_pairs(digest, digest.to_bytes()) if pairs is None else pairs
             errors[name] = rank_error(pairs, q)
     top_value = round(float(top[0]) if top is not None and len(top) else digest.max(), 4)
@@ -200,7 +200,7 @@ def tail_figures(
 
 
 def _digest_metric(
-    sut: str, step: int, metric: str, seconds: np.ndarray, values: np.ndarray
+    sut: str, step: int, metric: str, seconds: np.ndarray, values: np.ndarray, top_k: int
 ) -> pa.Table:
     """One metric of one (sut, step): per-second digest rows and one whole-step row.
 
@@ -232,7 +232,7 @@ def _digest_metric(
         rows["p50_ms"].append(float(digest.quantile(0.5)))
         rows["p99_ms"].append(float(digest.quantile(0.99)))
         rows["digest"].append(data)
-        rows["top_ms"].append(top_values(chunk) if second is None else None)
+        rows["top_ms"].append(top_values(chunk, top_k) if second is None else None)
     rows["sut"] = [sut] * len(chunks)
     rows["metric"] = [metric] * len(chunks)
     rows["step"] = [step] * len(chunks)
@@ -249,7 +249,11 @@ def _digest_metric(
 
 
 def digest_rows(
-    sut: str, step: int, seconds: np.ndarray, latencies: dict[str, pa.ChunkedArray]
+    sut: str,
+    step: int,
+    seconds: np.ndarray,
+    latencies: dict[str, pa.ChunkedArray],
+    top_k: int = TOP_K,
 ) -> pa.Table:
     """One (sut, step): per metric (`<metric>_ms` -> values, null where undefined), per-second
     digest rows and one row with `second` null holding the step's digest (DIGEST_ARROW)."""
@@ -259,7 +263,7 @@ def digest_rows(
         if present.any():
             values = column.fill_null(0.0).to_numpy()[present]
             parts.append(
-                _digest_metric(sut, step, name.removesuffix("_ms"), seconds[present], values)
+                _digest_metric(sut, step, name.removesuffix("_ms"), seconds[present], values, top_k)
             )
     return pa.concat_tables(parts) if parts else DIGEST_ARROW.empty_table()
 
@@ -280,13 +284,13 @@ STORED_COLUMNS = (
 LINE_INPUT_COLUMNS = ("metric", "second", "digest")
 
 
-def step_file(staging: str, kind: str, sut: str, step: int) -> Path:
-    """Where a step's per-second digests are written: one file per (kind, sut, step), named by
-    them, so a retried task rewrites the same file rather than adding one."""
-    return Path(staging) / kind / f"sut={sut}" / f"step-{step:06d}.parquet"
+def step_file(staging: str, kind: str, sut: str, step: int, part: int = 0) -> Path:
+    """Where a slice's per-second digests are written: one file per (kind, sut, step, slice),
+    named by them, so a retried task rewrites the same file rather than adding one."""
+    return Path(staging) / kind / f"sut={sut}" / f"step-{step:06d}-{part:06d}.parquet"
 
 
-def write_per_second(digests: pa.Table, staging: str, sut: str, step: int) -> None:
+def write_per_second(digests: pa.Table, staging: str, sut: str, step: int, part: int = 0) -> None:
     """A step's per-second digest rows, written by the executor that made them: into
     digests.parquet (STORED_COLUMNS) and, for the cumulative lines, as bytes. They are twice the
     size of the events they summarise; written here, they never cross into the JVM (measured:
@@ -297,7 +301,7 @@ def write_per_second(digests: pa.Table, staging: str, sut: str, step: int) -> No
         ("digests", digests.select(list(STORED_COLUMNS))),
         ("lines", line_input.select(list(LINE_INPUT_COLUMNS))),
     ):
-        target = step_file(staging, kind, sut, step)
+        target = step_file(staging, kind, sut, step, part)
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         # Dictionary encoding for the metric name only: tried on the digest blobs (each one
@@ -324,7 +328,7 @@ def cumulative_line(
     }
     for second, data in sorted(zip(seconds, digests, strict=True), key=lambda p: p[0]):
         running.merge_inplace(from_bytes(data))
-        figures: Mapping[str, Any] = tail_figures(running, errors=False)
+        figures: Mapping[str, Any] = tail_figures(running, with_errors=False)
         points["second"].append(second)
         points["n"].append(figures["n"])
         for name in ("p50", "p99", "p999", "p9999", "max"):
@@ -335,8 +339,8 @@ def cumulative_line(
 
 def cumulative_points(tasks: Iterable[tuple]) -> Iterator[dict]:
     """The cumulative lines' points, from the per-second digests the tasks wrote
-    (`write_per_second`), one (sut, metric, step, prefix, path) piece of line at a time
-    (`line_tasks`): one step's file in memory at a time.
+    (`write_per_second`), one (sut, metric, slice, prefix, path) piece of line at a time
+    (`line_tasks`): one slice's file in memory at a time.
 
     On the driver: these are aggregates (a digest per metric per second, never an event), and a
     line is a fold along time. Measured on a 3 M-event matrix: 0.6 s here, where as a Spark job
@@ -344,7 +348,7 @@ def cumulative_points(tasks: Iterable[tuple]) -> Iterator[dict]:
     files: dict[str, pa.Table] = {}
     for sut, metric, _, prefix, path in tasks:
         if path not in files:
-            files.clear()  # pieces come step by step: keep only the step at hand
+            files.clear()  # pieces come slice by slice: keep only the slice at hand
             files[path] = _step_file(path)
         table = files[path]
         mine = table.filter(pc.equal(table.column("metric"), metric))
@@ -370,22 +374,24 @@ def _step_file(path: str) -> pa.Table:
 
 
 def line_tasks(
-    step_digest: dict[tuple[str, str, int], fastdigest.TDigest],
-    step_order: dict[str, list[int]],
+    slice_digest: dict[tuple[str, str, int, int], fastdigest.TDigest],
+    slice_order: dict[str, list[tuple[int, int]]],
     staging: str,
-) -> list[tuple[str, str, int, bytes | None, str]]:
-    """For each (sut, metric, step) of the cumulative lines: the merge of that metric's digests
-    of all earlier steps, and the file of the step's per-second digests; step by step, so that
-    pieces sharing a file come together."""
+) -> list[tuple[str, str, tuple[int, int], bytes | None, str]]:
+    """For each (sut, metric, slice) of the cumulative lines, slices as (step, index) in time
+    order: the merge of that metric's digests of all earlier slices, and the file of the
+    slice's per-second digests; slice by slice, so that pieces sharing a file come together."""
     rows = []
-    pairs = sorted({(s, m) for s, m, _ in step_digest if m in CUMULATIVE_METRICS})
+    pairs = sorted({(s, m) for s, m, _, _ in slice_digest if m in CUMULATIVE_METRICS})
     for sut, metric in pairs:
         running: fastdigest.TDigest | None = None
-        for step in step_order[sut]:
+        for step, part in slice_order[sut]:
             prefix = running.to_bytes() if running is not None else None
-            rows.append((sut, metric, step, prefix, str(step_file(staging, "lines", sut, step))))
-            digest = step_digest.get((sut, metric, step))
+            path = str(step_file(staging, "lines", sut, step, part))
+            rows.append((sut, metric, (step, part), prefix, path))
+            digest = slice_digest.get((sut, metric, step, part))
             if digest is not None:
                 running = digest.copy() if running is None else running.merge(digest)
-    rows.sort(key=lambda r: (r[0], step_order[r[0]].index(r[2]), r[1]))
+    position = {sut: {key: i for i, key in enumerate(keys)} for sut, keys in slice_order.items()}
+    rows.sort(key=lambda r: (r[0], position[r[0]][r[2]], r[1]))
     return rows

@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import Layout, compact_received, compact_sent, holds
+from analysis.compact import Copy, compact_received, compact_sent, holds
+from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
 from contract.documents import RunDoc, schedule_start_ns
 from contract.errors import EvbenchError
@@ -30,6 +31,8 @@ class AnalyzeOptions:
     export_knative: bool = False
     clock_correction: str = "auto"  # contract.clocks.CORRECTION_MODES
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # Events per slice, the unit of work (analysis.slices): memory per task against tasks.
+    slice_events: int = SLICE_EVENTS
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,11 @@ class SutInputs:
     received_parts: tuple[Path, ...]
     # The last slot in sent/ (from the copy's footer, by `compacted`): the points' time span.
     last_intended_ns: int | None = None
-    # The parts compacted into one file per side, laid out by step (analysis.compact): what
+    # The parts compacted into chunks per side, laid out by slice (analysis.compact): what
     # the analysis' tasks read. None until `compacted` has run.
-    sent_copy: Layout | None = None
-    received_copy: Layout | None = None
+    sent_copy: Copy | None = None
+    received_copy: Copy | None = None
+    slice_events: int = SLICE_EVENTS  # how the copies were sliced
 
     @property
     def compacted(self) -> bool:
@@ -99,10 +103,9 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     a bad path, and the error names the file)."""
     run = read_run_json(sut_dir)
     layout = SutDir(sut_dir)
-    sent = _checked_parts(layout.sent, SENT_FIELDS, layout.analysis_records / "sent.parquet")
-    received = _checked_parts(
-        layout.received, RECEIVED_FIELDS, layout.analysis_records / "received.parquet"
-    )
+    sent = _checked_parts(layout.sent, SENT_FIELDS, layout.analysis_records / "sent")
+    records = layout.analysis_records
+    received = _checked_parts(layout.received, RECEIVED_FIELDS, records / "received")
     start_ns, source = schedule_start_ns(run), "run.json"
     if not start_ns and sent:
         start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
@@ -115,40 +118,49 @@ def check_inputs(sut_dir: Path) -> SutInputs:
 
 
 def _checked_parts(directory: Path, fields: Sequence[Field], copy: Path) -> tuple[Path, ...]:
-    """The part files of `directory`, each one's footer checked, unless the compacted copy
-    holds them as they are now: their footers were checked before they were copied, and a part
-    changed since would show in its size or modification time (measured: 0.6 s to read the
-    4,680 footers of a 1k-2k matrix, 20 ms to compare the manifest)."""
+    """The part files of `directory`, each one's footer checked, unless the compacted chunks
+    in `copy` hold them as they are now: their footers were checked before they were copied,
+    and a part changed since would show in its size or modification time (measured: 0.6 s to
+    read the 4,680 footers of a 1k-2k matrix, 20 ms to compare the manifest)."""
     parts = part_files(directory)
     if parts and holds(copy, parts):
         return tuple(parts)
     return tuple(check_parts(directory, fields))
 
 
-def compacted(inputs: SutInputs) -> SutInputs:
+def compacted(inputs: SutInputs, slice_events: int = SLICE_EVENTS) -> SutInputs:
     """`inputs` with its parts compacted (analysis.compact) into the SUT's analysis/records/:
     seconds of reading on the driver, which `evbench analyze` spends while Spark starts. Where
     they cannot be written, nor can the analysis' own files beside them: said, and nothing is
     analysed."""
-    if inputs.compacted:
+    if inputs.compacted and inputs.slice_events == slice_events:
         return inputs
     records = SutDir(inputs.path).analysis_records
     try:
-        sent, received = _copies(inputs, records)
+        sent, received = _copies(inputs, records, slice_events)
     except OSError as exc:
         raise EvbenchError(
             f"{records}: cannot write the compacted records ({exc.strerror or exc}): the "
             "analysis writes its files in the system's directory; check its permissions and the "
             "disk's free space"
         ) from exc
-    last = latest_intended_ns([sent.path])
-    return replace(inputs, last_intended_ns=last, sent_copy=sent, received_copy=received)
+    last = latest_intended_ns(sent.paths())
+    return replace(
+        inputs,
+        last_intended_ns=last,
+        sent_copy=sent,
+        received_copy=received,
+        slice_events=slice_events,
+    )
 
 
-def _copies(inputs: SutInputs, records: Path) -> tuple[Layout, Layout]:
-    sent = compact_sent(inputs.sent_parts, records / "sent.parquet")
-    assert sent.ranges is not None  # a sent layout carries its slot ranges
-    received = compact_received(inputs.received_parts, records / "received.parquet", sent.ranges)
+def _copies(inputs: SutInputs, records: Path, slice_events: int) -> tuple[Copy, Copy]:
+    # The single-file copies of earlier versions, superseded by the chunks.
+    for old in ("sent.parquet", "received.parquet"):
+        (records / old).unlink(missing_ok=True)
+    sent = compact_sent(inputs.sent_parts, records / "sent", inputs.start_ns, slice_events)
+    assert sent.ranges is not None  # a sent copy carries its slices' slot ranges
+    received = compact_received(inputs.received_parts, records / "received", sent.ranges)
     return sent, received
 
 

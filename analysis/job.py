@@ -22,12 +22,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from fastdigest import TDigest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from analysis.compact import Layout
-from analysis.digests import cumulative_points, from_bytes, line_tasks
+from analysis.compact import Copy
+from analysis.digests import cumulative_points, from_bytes, line_tasks, merged, merged_top
 from analysis.export import export_knative
 from analysis.inputs import (
     AnalyzeOptions,
@@ -38,7 +39,7 @@ from analysis.inputs import (
     never_started,
     sut_dirs,
 )
-from analysis.steprule import StepTotals
+from analysis.steprule import StepTotals, merged_totals
 from analysis.steps import (
     POINTS_ARROW,
     STEP_ARROW,
@@ -86,7 +87,7 @@ def analyze(
     into per-SUT aggregates, then per SUT: a pure summary and its files."""
     # Inputs `evbench analyze` compacted while Spark started are taken as they are.
     checked = {
-        f"s{i}": compacted(t if isinstance(t, SutInputs) else check_inputs(t))
+        f"s{i}": compacted(t if isinstance(t, SutInputs) else check_inputs(t), opts.slice_events)
         for i, t in enumerate(targets)
     }
     dirs = {key: inputs.path for key, inputs in checked.items()}
@@ -114,6 +115,8 @@ class _Aggregates:
     metrics: dict[str, list[Row]]  # per second
     totals: dict[str, list[StepTotals]]  # per step
     step_sketch: dict[tuple[str, str, int], Sketch]  # (sut, metric, step) -> (digest, top values)
+    slice_digest: dict[tuple[str, str, int, int], TDigest]  # (sut, metric, step, slice)
+    slice_order: dict[str, list[tuple[int, int]]]  # each SUT's (step, slice) in time order
     cumulative: dict[str, list[Row]]
     e2e_points: dict[str, list[Row]]
     foreign_counts: dict[str, int]
@@ -154,9 +157,7 @@ def _aggregate(
         with _without_codegen(spark):
             head = _each_task(spark, tasks, context).toArrow()
         found = from_steps(head, context.start_ns)
-        order = {key: [t["step"] for t in steps] for key, steps in found.totals.items()}
-        step_digest = {key: digest for key, (digest, _) in found.step_sketch.items()}
-        pieces = line_tasks(step_digest, order, str(staging))
+        pieces = line_tasks(found.slice_digest, found.slice_order, str(staging))
         found.cumulative = _by_sut(cumulative_points(pieces))
         _move_digests(staging, dirs)
         if opts.export_knative:
@@ -166,7 +167,7 @@ def _aggregate(
     return found
 
 
-def _copies(inputs: SutInputs) -> tuple[Layout, Layout]:
+def _copies(inputs: SutInputs) -> tuple[Copy, Copy]:
     if inputs.sent_copy is None or inputs.received_copy is None:
         raise ValueError(f"{inputs.path}: analysed before its records were compacted")
     return inputs.sent_copy, inputs.received_copy
@@ -232,45 +233,73 @@ def _slots(spark: SparkSession, tasks: int) -> int:
 
 
 def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
-    """The tasks' step rows and step digests (analysis.tasks.run) into per-SUT aggregates:
-    per-second counts and point buckets merged across steps (analysis.steps)."""
-    step_sketch: dict[tuple[str, str, int], Sketch] = {}
-    totals: dict[str, list[StepTotals]] = {}
+    """The tasks' slice rows and slice digests (analysis.tasks.run) into per-SUT aggregates:
+    each step's totals, digests and exact top values merged from its slices', per-second
+    counts and point buckets merged across slices and steps (analysis.steps)."""
+    totals: dict[tuple[str, int], list[StepTotals]] = {}
     seconds: dict[str, list[Row]] = {}
     points: dict[str, list[pa.Table]] = {}
     foreign: dict[str, int] = {}
+    order: dict[str, list[tuple[int, int]]] = {}
     # Each kind of row takes only its columns before it is filtered: the step rows' lists
     # (seconds, points) are most of the table, and a filter copies every column it keeps.
     per_second = pc.is_valid(head.column("second"))
     medians = head.select(["sut", "step", "second", "n", "p50_ms", "p99_ms"]).filter(per_second)
     e2e_points = _by_sut(medians.to_pylist())
     has_metric = pc.is_valid(head.column("metric"))
-    digest_rows = pc.and_(pc.invert(per_second), has_metric)
-    digests = head.select(["sut", "metric", "step", "digest", "top_ms"]).filter(digest_rows)
-    for sut, metric, step, data, top in zip(
-        *(digests.column(n).to_pylist() for n in ("sut", "metric", "step", "digest", "top_ms")),
-        strict=True,
-    ):
-        step_sketch[(sut, metric, step)] = (from_bytes(data), np.asarray(top, dtype=float))
     step_rows = pc.and_(pc.invert(per_second), pc.invert(has_metric))
-    steps = head.select(["sut", "step", "totals", "seconds", "points", "foreign"]).filter(step_rows)
+    steps = head.select(["sut", "step", "slice", "totals", "seconds", "points", "foreign"])
+    steps = steps.filter(step_rows)
     names, numbers = steps.column("sut").to_pylist(), steps.column("step").to_pylist()
-    for i, (sut, step) in enumerate(zip(names, numbers, strict=True)):
+    parts = steps.column("slice").to_pylist()
+    for i, (sut, step, part) in enumerate(zip(names, numbers, parts, strict=True)):
         if step is None:  # each task's count of its foreign deliveries
             foreign[sut] = foreign.get(sut, 0) + steps.column("foreign")[i].as_py()
             continue
-        totals.setdefault(sut, []).append(steps.column("totals")[i].as_py())
+        order.setdefault(sut, []).append((step, part))
+        totals.setdefault((sut, step), []).append(steps.column("totals")[i].as_py())
         seconds.setdefault(sut, []).extend(steps.column("seconds")[i].as_py())
         points.setdefault(sut, []).append(flat(steps.column("points").slice(i, 1)))
+    by_sut: dict[str, list[StepTotals]] = {}
+    for (sut, _), rows in sorted(totals.items()):
+        by_sut.setdefault(sut, []).append(merged_totals(rows))
+    digests = head.filter(pc.and_(pc.invert(per_second), has_metric))
+    step_sketch, slice_digest = _sketches(digests)
     return _Aggregates(
-        metrics={sut: merge_seconds(parts, start_ns[sut]) for sut, parts in seconds.items()},
-        totals={sut: sorted(rows, key=lambda t: t["step"]) for sut, rows in totals.items()},
+        metrics={sut: merge_seconds(rows, start_ns[sut]) for sut, rows in seconds.items()},
+        totals=by_sut,
         step_sketch=step_sketch,
+        slice_digest=slice_digest,
+        slice_order={sut: sorted(keys) for sut, keys in order.items()},
         cumulative={},
         e2e_points=e2e_points,
         foreign_counts=foreign,
-        points={sut: merge_points(pa.concat_tables(parts)) for sut, parts in points.items()},
+        points={sut: merge_points(pa.concat_tables(rows)) for sut, rows in points.items()},
     )
+
+
+def _sketches(
+    digests: pa.Table,
+) -> tuple[dict[tuple[str, str, int], Sketch], dict[tuple[str, str, int, int], TDigest]]:
+    """Each (sut, metric, step)'s digest and exact top values, merged from its slices' (a
+    slice keeps as many top values as its whole step needs: the step's top are among them);
+    and each slice's digest, for the cumulative lines."""
+    slices: dict[tuple[str, str, int, int], TDigest] = {}
+    tops: dict[tuple[str, str, int], list[np.ndarray]] = {}
+    names = ("sut", "metric", "step", "slice", "digest", "top_ms")
+    for sut, metric, step, part, data, top in zip(
+        *(digests.column(n).to_pylist() for n in names), strict=True
+    ):
+        slices[(sut, metric, step, part)] = from_bytes(data)
+        tops.setdefault((sut, metric, step), []).append(np.asarray(top, dtype=float))
+    merged_digests: dict[tuple[str, str, int], list[TDigest]] = {}
+    for (sut, metric, step, _), digest in sorted(slices.items()):
+        merged_digests.setdefault((sut, metric, step), []).append(digest)
+    sketches = {
+        key: (merged(found), merged_top(tops[key], max(len(t) for t in tops[key])))
+        for key, found in merged_digests.items()
+    }
+    return sketches, slices
 
 
 def _write_sut(out: SutDir, key: str, found: _Aggregates, summary: SummaryDoc) -> None:

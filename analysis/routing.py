@@ -1,14 +1,15 @@
-"""Which step a record belongs to, from its event id alone: the rule that lets a step's sent
-events and their deliveries be read together without a join across the whole run.
+"""Which slice of which step a record belongs to, from its event id alone: the rule that lets a
+slice's sent events and their deliveries be read together without a join across the whole run.
 
 Every sent id ends with `-<seq>`, its slot number (contract.records.event_id_seq; loadgen and
-import-knative write them so), and a step is a contiguous range of slots. So a delivery's id
-names its step: parse the slot, find the range. A delivery whose id names no sent step (foreign,
-rewritten, from another run) routes nowhere, NO_ROUTE, and is counted foreign where it lands.
+import-knative write them so), and a slice (analysis.slices) is a contiguous range of slots. So
+a delivery's id names its slice: parse the slot, find the range. A delivery whose id names no
+sent slice (foreign, rewritten, from another run) routes nowhere, NO_ROUTE, and is counted
+foreign where it lands.
 
 Sent records whose ids do not carry their own slot (no evbench writer makes them) cannot be
 routed: `SeqRanges.routable` is false and the analysis reads such a system whole, as one group
-(analysis.tasks), which is slower and exactly as correct.
+(analysis.tasks), which is slower, unbounded in memory, and exactly as correct.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 
 from contract.records import EVENT_ID_SEQ_PATTERN
 
-# The route of a record that belongs to no step (stored as a row group's key; never a step).
+# The route of a record that belongs to no slice (stored as a row group's key; never a slice).
 NO_ROUTE = -1
 
 
@@ -36,26 +37,37 @@ def id_seqs(event_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 @dataclass
 class SeqRanges:
-    """Per step, the lowest and highest slot of its sent events, gathered part by part while the
-    sent records are compacted (`add`), and whether every sent id carries its own slot."""
+    """Per key (a step's slice, analysis.slices), the lowest and highest slot of its sent
+    events, gathered part by part while the sent records are compacted (`add`, `merge`), and
+    whether every sent id carries its own slot."""
 
     low: dict[int, int] = field(default_factory=dict)
     high: dict[int, int] = field(default_factory=dict)
     ids_carry_seq: bool = True
 
-    def add(self, sent: pa.Table) -> None:
-        """A part's rows (event_id, seq, step)."""
+    def add(self, keys: np.ndarray, sent: pa.Table) -> None:
+        """A part's rows (event_id, seq), each of the key in `keys`."""
         if sent.num_rows == 0:
             return
         seqs = sent.column("seq").to_numpy()
         carried = id_seqs(sent.column("event_id"))
         self.ids_carry_seq = self.ids_carry_seq and bool(np.array_equal(carried, seqs))
-        found = sent.group_by("step").aggregate([("seq", "min"), ("seq", "max")])
-        for step, low, high in zip(
-            *(found.column(n).to_pylist() for n in ("step", "seq_min", "seq_max")), strict=True
+        found = pa.table({"key": keys, "seq": seqs}).group_by("key")
+        found = found.aggregate([("seq", "min"), ("seq", "max")])
+        for key, low, high in zip(
+            *(found.column(n).to_pylist() for n in ("key", "seq_min", "seq_max")), strict=True
         ):
-            self.low[step] = min(low, self.low.get(step, low))
-            self.high[step] = max(high, self.high.get(step, high))
+            self._widen(key, low, high)
+
+    def merge(self, other: SeqRanges) -> None:
+        """`other`'s ranges (another chunk's) into these."""
+        self.ids_carry_seq = self.ids_carry_seq and other.ids_carry_seq
+        for key, low in other.low.items():
+            self._widen(key, low, other.high[key])
+
+    def _widen(self, key: int, low: int, high: int) -> None:
+        self.low[key] = min(low, self.low.get(key, low))
+        self.high[key] = max(high, self.high.get(key, high))
 
     @property
     def routable(self) -> bool:
@@ -77,8 +89,8 @@ class SeqRanges:
 
 
 def routes(event_ids: pa.Array | pa.ChunkedArray, ranges: SeqRanges) -> np.ndarray:
-    """The step each delivery's id names (int64), NO_ROUTE where none: the step whose slot
-    range holds the slot its id carries. Every route is NO_ROUTE when `ranges` is not
+    """The key each delivery's id names (int64), NO_ROUTE where none: the key (a step's slice)
+    whose slot range holds the slot its id carries. Every route is NO_ROUTE when `ranges` is not
     routable (the system is read whole)."""
     count = len(event_ids)
     if not ranges.routable or not ranges.low:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pyarrow as pa
@@ -158,6 +158,29 @@ def step_totals(table: pa.Table, found: Outcomes) -> StepTotals:
         "last_received_ns": _max_or_none(received[delivered]),
         "negative_e2e": int((received[delivered] < intended[delivered]).sum()),
     }
+
+
+# How a step's totals are merged from its slices' (analysis.slices): counts add up, the
+# instants are the earliest or the latest.
+_EARLIEST = ("start_ns", "first_received_ns")
+_LATEST = ("target_rate_per_s", "last_intended_ns", "last_sent_ns", "last_received_ns")
+
+
+def merged_totals(parts: Sequence[StepTotals]) -> StepTotals:
+    """One step's totals from its slices' (all of the same step)."""
+    merged: dict[str, Any] = dict(parts[0])
+    for part in parts[1:]:
+        for name, value in part.items():
+            if name == "step":
+                continue
+            held = merged[name]
+            if name not in _EARLIEST and name not in _LATEST:
+                merged[name] = held + value
+            elif held is None or value is None:
+                merged[name] = value if held is None else held
+            else:
+                merged[name] = min(held, value) if name in _EARLIEST else max(held, value)
+    return cast(StepTotals, merged)
 
 
 def step_figures(

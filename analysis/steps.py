@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.digests import DIGEST_ARROW, digest_rows, write_per_second
+from analysis.digests import DIGEST_ARROW, TOP_K, digest_rows, write_per_second
 from analysis.steprule import (
     Outcomes,
     StepTotals,
@@ -91,6 +91,7 @@ POINT_ARROW = pa.struct(
 STEP_ARROW = pa.schema(
     [
         *DIGEST_ARROW,
+        ("slice", pa.int64()),  # the slice's index in its step (analysis.slices)
         ("totals", TOTALS_ARROW),
         ("seconds", pa.list_(SECOND_ARROW)),
         ("points", pa.list_(POINT_ARROW)),
@@ -113,18 +114,21 @@ class StepContext:
     corrections: Mapping[str, Mapping[int, Correction]] = field(default_factory=dict)
 
 
-def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
-    """A (sut, step) group -> its step digests, its e2e medians per second and its step row
-    (STEP_ARROW); its per-second digests go to `context.staging` (one file per step)."""
+def aggregate_step(
+    table: pa.Table, *, context: StepContext, part: int = 0, top_k: int = TOP_K
+) -> pa.Table:
+    """A (sut, step) group, slice `part` of its step -> its digests (each keeping its `top_k`
+    largest values), its e2e figures per second and its step row (STEP_ARROW); its per-second
+    digests go to `context.staging` (one file per slice)."""
     sut = table.column("sut")[0].as_py()
     step = table.column("step")[0].as_py()
     start_ns = context.start_ns[sut]
     flags = outcomes(table)
     latency = latencies(table, flags["ok"])
     seconds = seconds_since(ints(table, "intended_ns"), start_ns)
-    digests = digest_rows(sut, step, seconds, latency)
+    digests = digest_rows(sut, step, seconds, latency, top_k)
     per_second = pc.is_valid(digests.column("second"))
-    write_per_second(digests.filter(per_second), context.staging, sut, step)
+    write_per_second(digests.filter(per_second), context.staging, sut, step, part)
     # Back to Spark: the step's own digests, and the e2e median of each second (for the rule on
     # rising latency) without its digest.
     e2e = pc.equal(digests.column("metric"), "e2e")
@@ -139,27 +143,29 @@ def aggregate_step(table: pa.Table, *, context: StepContext) -> pa.Table:
     row = _step_row(
         sut,
         step,
+        part,
         totals=step_totals(table, flags),
         seconds=second_counts(table, flags, start_ns),
         points=point_buckets(table, latency, start_ns, context.bucket_ns[sut]),
     )
     extras = [n for n in STEP_ARROW.names if n not in DIGEST_ARROW.names]
     for name in extras:
-        digests = digests.append_column(
-            STEP_ARROW.field(name), pa.nulls(digests.num_rows, STEP_ARROW.field(name).type)
-        )
+        field = STEP_ARROW.field(name)
+        filled = pa.array([part] * digests.num_rows, field.type) if name == "slice" else None
+        digests = digests.append_column(field, filled or pa.nulls(digests.num_rows, field.type))
     return pa.concat_tables([digests, row])
 
 
 def foreign_row(sut: str, foreign: int) -> pa.Table:
     """The row that carries a count of foreign deliveries (ids received, never sent): the
     driver adds up a SUT's."""
-    return _step_row(sut, None, foreign=foreign)
+    return _step_row(sut, None, None, foreign=foreign)
 
 
 def _step_row(
     sut: str,
     step: int | None,
+    part: int | None,
     totals: StepTotals | None = None,
     seconds: list[dict[str, Any]] | None = None,
     points: pa.StructArray | None = None,
@@ -167,6 +173,7 @@ def _step_row(
 ) -> pa.Table:
     values: dict[str, Any] = {name: [None] for name in STEP_ARROW.names}
     values.update(sut=[sut], step=[step], totals=[totals], seconds=[seconds], foreign=[foreign])
+    values["slice"] = [part]
     if points is not None:  # one list of them, built from its arrays (thousands of buckets)
         offsets = pa.array([0, len(points)], pa.int32())
         values["points"] = pa.ListArray.from_arrays(offsets, points).cast(

@@ -1,19 +1,20 @@
-"""The analysis' unit of work: one step of one system, its sent events and their deliveries read
-together from the compacted copies (analysis.compact), joined, and reduced to that step's
-aggregates (analysis.steps) in one Arrow pass.
+"""The analysis' unit of work: one slice of one step of one system (analysis.slices), its sent
+events and their deliveries read together from the compacted chunks (analysis.compact),
+joined, and reduced to that slice's aggregates (analysis.steps) in one Arrow pass. A step's
+figures are merged from its slices' on the driver (analysis.job).
 
 Spark runs the tasks (analysis.job): a few partitions per slot, each a bin of tasks, on any
-executor. No event crosses between the JVM and Python: each task reads its step's row groups
+executor. No event crosses between the JVM and Python: each task reads its slice's row groups
 with pyarrow where Spark would have read them and handed them over row by row (measured on the
 3 M-event matrix: Spark's read of the narrow columns and its cogroup into Python took 3.8-6.4 s
 before any work was done; the tasks read the same rows in 0.5 s of CPU, and do everything else
-in 3.1 s more). The compacted layout is what makes a step's data a few row groups on each side
+in 3.1 s more). The compacted layout is what makes a slice's data a few row groups on each side
 rather than a join across the run.
 
-A task of a routable system holds one step (`steps` of one), the deliveries whose ids name that
-step, and counts as foreign the deliveries among them no sent event of the step matches. One
-task per system holds the deliveries that name no step (NO_ROUTE): all foreign. A system whose
-ids do not carry their slots (analysis.routing) is one task holding everything.
+A task of a routable system holds one slice, the deliveries whose ids name that slice, and
+counts as foreign the deliveries among them no sent event of the slice matches. One task per
+system holds the deliveries that name no slice (NO_ROUTE): all foreign. A system whose ids do
+not carry their slots (analysis.routing) is one task holding everything, a part per step.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import Layout
+from analysis.compact import Copy
+from analysis.digests import TOP_K
 from analysis.routing import NO_ROUTE
+from analysis.slices import index_of, step_of, top_count
 from analysis.steprule import LATENCIES_NS, latencies, outcomes
 from analysis.steps import STEP_ARROW, StepContext, aggregate_step, foreign_row
 from contract.clocks import Correction
-from contract.records import INFLIGHT_CAP_ERROR
+from contract.parquet import arrow_schema
+from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 
 # What a task reads of each side.
 SENT_COLUMNS = (
@@ -51,46 +55,74 @@ SENT_COLUMNS = (
 RECEIVED_COLUMNS = ("event_id", "received_ns")
 
 
+# Exact top values kept per step and latency at least (analysis.digests.TOP_K), and above the
+# ceil(n * 1e-4) that P99.99 needs, a margin for the interpolation's upper neighbour.
+TOP_MARGIN = 16
+# Where a step's aggregates carry no slice (a system read whole, a part per step).
+WHOLE = 0
+# A task's files: (chunk path, its row groups to read), in part order.
+Reads = tuple[tuple[str, tuple[int, ...]], ...]
+
+
 @dataclass(frozen=True)
 class StepTask:
-    """One system's step (or, `steps` empty, its deliveries that name no step): the row groups
-    of each compacted file that hold it."""
+    """One system's slice (`keys` of one, analysis.slices), or all its steps (a system read
+    whole), or (`keys` empty) its deliveries that name no slice: the row groups of each
+    compacted chunk that hold it, and how many exact top values each step keeps."""
 
     sut: str
-    steps: tuple[int, ...]
-    sent_path: str
-    sent_groups: tuple[int, ...]
-    received_path: str
-    received_groups: tuple[int, ...]
+    keys: tuple[int, ...]
+    sent: Reads
+    received: Reads
     rows: int  # sent rows + received rows: the task's size, for the order they run in
+    top_k: int = TOP_K
+    whole: bool = False
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The steps whose events it holds."""
+        return tuple(sorted({step_of(key) for key in self.keys}))
 
 
-def plan(copies: Mapping[str, tuple[Layout, Layout]]) -> list[StepTask]:
-    """The tasks of every system (`copies`: SUT key -> its sent and received layouts), the
+def plan(copies: Mapping[str, tuple[Copy, Copy]]) -> list[StepTask]:
+    """The tasks of every system (`copies`: SUT key -> its sent and received chunks), the
     largest first so that the last to finish is a small one."""
     tasks = []
     for sut, (sent, received) in copies.items():
         whole = sent.ranges is None or not sent.ranges.routable
-        keys = [sorted(set(sent.keys))] if whole else [[step] for step in sorted(set(sent.keys))]
+        rows = sent.rows_by_key()
+        per_step: dict[int, int] = {}
+        for key, count in rows.items():
+            per_step[step_of(key)] = per_step.get(step_of(key), 0) + count
+        top_k = _step_top(max(per_step.values(), default=0))
+        keys = [sorted(rows)] if whole else [[key] for key in sorted(rows)]
         if not whole and NO_ROUTE in received.keys:
             keys.append([])
-        for steps in keys:
-            sent_groups = sent.groups(steps)
-            wanted = set(received.keys) if whole else set(steps) if steps else {NO_ROUTE}
-            received_groups = received.groups(wanted)
-            rows = sent.rows(sent_groups) + received.rows(received_groups)
-            tasks.append(
-                StepTask(
-                    sut,
-                    tuple(steps),
-                    str(sent.path),
-                    sent_groups,
-                    str(received.path),
-                    received_groups,
-                    rows,
-                )
+        for mine in keys:
+            wanted = received.keys if whole else set(mine) if mine else {NO_ROUTE}
+            sent_reads, sent_rows = _reads(sent, mine)
+            received_reads, received_rows = _reads(received, wanted)
+            k = top_k if whole or not mine else _step_top(per_step[step_of(mine[0])])
+            task = StepTask(
+                sut, tuple(mine), sent_reads, received_reads, sent_rows + received_rows, k, whole
             )
+            tasks.append(task)
     return sorted(tasks, key=lambda t: -t.rows)
+
+
+def _step_top(rows: int) -> int:
+    return max(TOP_K, top_count(rows, TOP_MARGIN))
+
+
+def _reads(copy: Copy, keys: Iterable[int]) -> tuple[Reads, int]:
+    """The row groups of each chunk holding these keys, and their rows."""
+    reads, rows = [], 0
+    for chunk in copy.chunks:
+        groups = chunk.groups(keys)
+        if groups:
+            reads.append((str(chunk.path), groups))
+            rows += chunk.rows(groups)
+    return tuple(reads), rows
 
 
 # Partitions per task slot: each a bin of tasks. Spark pays ~70 ms per Python task (measured:
@@ -113,12 +145,13 @@ def binned(tasks: Sequence[StepTask], slots: int) -> list[list[StepTask]]:
 
 
 def run(task: StepTask, context: StepContext) -> pa.Table:
-    """A task's STEP_ARROW rows: each of its steps' aggregates (`analysis.steps`), and a row
-    carrying the count of its foreign deliveries."""
+    """A task's STEP_ARROW rows: its slice's aggregates (or, read whole, each step's) from
+    `analysis.steps`, and a row carrying the count of its foreign deliveries."""
     events, foreign = counted_events(task, context)
     parts = [foreign_row(task.sut, foreign)]
+    part = WHOLE if task.whole or not task.keys else index_of(task.keys[0])
     for table in by_step(events):
-        parts.append(aggregate_step(table, context=context))
+        parts.append(aggregate_step(table, context=context, part=part, top_k=task.top_k))
     return pa.concat_tables(parts).cast(STEP_ARROW)
 
 
@@ -126,8 +159,8 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     """The task's measured events (warmup out, the first `trim` seconds out) with their first
     delivery on the sender's clock (`received_ns`, null when none) and `deliveries`, as
     analysis.steprule reads them; and how many distinct ids were received but never sent."""
-    sent = _read(task.sent_path, task.sent_groups, SENT_COLUMNS)
-    received = _read(task.received_path, task.received_groups, RECEIVED_COLUMNS)
+    sent = _read(task.sent, SENT_COLUMNS)
+    received = _read(task.received, RECEIVED_COLUMNS)
     firsts = first_deliveries(received)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
     events = sent.join(firsts, "event_id", join_type="left outer", use_threads=False)
@@ -223,10 +256,20 @@ def by_step(events: pa.Table) -> Iterable[pa.Table]:
         yield events.filter(pa.array(steps == step))
 
 
-def _read(path: str, groups: tuple[int, ...], columns: tuple[str, ...]) -> pa.Table:
-    return pq.ParquetFile(path).read_row_groups(
-        list(groups), columns=list(columns), use_threads=False
-    )
+def _read(reads: Reads, columns: tuple[str, ...]) -> pa.Table:
+    tables = [
+        pq.ParquetFile(path).read_row_groups(list(groups), columns=list(columns), use_threads=False)
+        for path, groups in reads
+    ]
+    if not tables:
+        return _empty(columns)
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _empty(columns: tuple[str, ...]) -> pa.Table:
+    """No rows, in the contract's types of these columns."""
+    fields = {f.name: f for f in (*SENT_FIELDS, *RECEIVED_FIELDS)}
+    return arrow_schema([fields[name] for name in columns]).empty_table()
 
 
 def _with(table: pa.Table, name: str, column: pa.Array | pa.ChunkedArray) -> pa.Table:

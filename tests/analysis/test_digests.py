@@ -97,19 +97,20 @@ def test_cumulative_line_continues_across_steps_and_suts_stay_apart(tmp_path):
     values = np.concatenate(list(chunks.values()))
     seconds = np.repeat(np.arange(6), 1000)
     steps = np.where(seconds < 3, 1, 2)
-    per_step = {}
+    # each step in slices of two seconds (analysis.slices): step 1 in two, step 2 in two
+    parts = np.where(steps == 1, seconds // 2, (seconds - 3) // 2)
+    per_slice = {}
     for sut, scale in (("a", 1), ("b", 10)):  # same seconds, other SUT
-        for row in _step_digests(values * scale, seconds, steps, sut=sut):
-            if row["second"] is None:
-                per_step[(sut, row["metric"], row["step"])] = from_bytes(row["digest"])
-        for step in (1, 2):
-            mine = steps == step
+        for step, part in ((1, 0), (1, 1), (2, 0), (2, 1)):
+            mine = (steps == step) & (parts == part)
             column = pa.chunked_array([pa.array(values[mine] * scale)])
             rows = digest_rows(sut, step, seconds[mine], {"e2e_ms": column})
-            write_per_second(
-                rows.filter(pa.compute.is_valid(rows["second"])), str(tmp_path), sut, step
-            )
-    tasks = line_tasks(per_step, {"a": [1, 2], "b": [1, 2]}, str(tmp_path))
+            whole = rows.filter(pa.compute.is_null(rows["second"])).to_pylist()[0]
+            per_slice[(sut, "e2e", step, part)] = from_bytes(whole["digest"])
+            per_second = rows.filter(pa.compute.is_valid(rows["second"]))
+            write_per_second(per_second, str(tmp_path), sut, step, part)
+    order = [(1, 0), (1, 1), (2, 0), (2, 1)]
+    tasks = line_tasks(per_slice, {"a": order, "b": order}, str(tmp_path))
     points = list(cumulative_points(tasks))
     line = sorted((p for p in points if p["sut"] == "a"), key=lambda p: p["second"])
     assert [p["second"] for p in line] == list(range(6))
@@ -169,7 +170,7 @@ def test_exact_quantiles_match_numpy_wherever_claimed(n):
 def test_a_step_file_the_driver_cannot_see_is_an_error_not_a_missing_line(tmp_path):
     # Every step writes its file, empty or not: a missing one was written on another machine.
     digest = digest_of([1.0, 2.0])
-    tasks = line_tasks({("s0", "e2e", 1): digest}, {"s0": [1]}, str(tmp_path))
+    tasks = line_tasks({("s0", "e2e", 1, 0): digest}, {"s0": [(1, 0)]}, str(tmp_path))
     with pytest.raises(EvbenchError, match="executors must write to the run directory"):
         list(cumulative_points(tasks))
 

@@ -49,7 +49,8 @@ def _sent(*rows: tuple[str, int, int]) -> pa.Table:
 def _ranges(*parts: list[tuple[str, int, int]]) -> SeqRanges:
     ranges = SeqRanges()
     for part in parts:
-        ranges.add(_sent(*part))
+        table = _sent(*part)
+        ranges.add(table.column("step").to_numpy().astype("int64"), table)
     return ranges
 
 
@@ -80,6 +81,15 @@ def test_seq_ranges_gather_each_steps_range_across_parts_and_round_trip():
     again = SeqRanges.from_json(ranges.to_json(), ranges.ids_carry_seq)
     assert (again.low, again.high, again.routable) == (ranges.low, ranges.high, True)
     assert not SeqRanges.from_json(ranges.to_json(), ids_carry_seq=False).routable
+
+
+def test_merged_ranges_are_the_union_of_each_chunks():
+    first = _ranges([("x-0-4", 4, 1), ("x-0-2", 2, 1)])
+    second = _ranges([("x-0-3", 3, 1), ("x-0-9", 9, 2)], [("x-0-7", 7, 2)])
+    first.merge(second)
+    assert first.to_json() == [[1, 2, 4], [2, 7, 9]]
+    first.merge(_ranges([("x-0-1", 5, 3)]))  # an id that does not carry its seq
+    assert not first.ids_carry_seq
 
 
 ROUTED = SeqRanges.from_json([[0, 0, 0], [1, 1, 4], [2, 10, 12]])

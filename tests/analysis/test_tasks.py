@@ -76,13 +76,12 @@ def _records(directory, sent, received):
     run writes a part per second; then compacted as the job does."""
     sent_writer = PartWriter(directory / "sent", SENT_FIELDS)
     parts = [_written(sent_writer, [r for r in sent if r.step == step]) for step in (0, 1, 2)]
-    copy = compact_sent(parts, directory / "analysis" / "sent.parquet")
+    copy = compact_sent(parts, directory / "analysis" / "sent", T0)
     received_writer = PartWriter(directory / "received", RECEIVED_FIELDS, prefix="receiver")
     chunks = [received[i : i + 3] for i in range(0, len(received), 3)]
     received_parts = [_written(received_writer, chunk) for chunk in chunks]
-    path = directory / "analysis" / "received.parquet"
     assert copy.ranges is not None
-    return copy, compact_received(received_parts, path, copy.ranges)
+    return copy, compact_received(received_parts, directory / "analysis" / "received", copy.ranges)
 
 
 def _copies(tmp_path, sent=SENT, received=RECEIVED, suts=("x",)):
@@ -185,8 +184,8 @@ def test_step_digests_points_and_foreign(copies, tmp_path):
     assert [(p["events"], p["e2e_ms"]) for p in points] == [(2, 40.0), (2, 100.0), (2, None)]
     # the per-second digests were written where the tasks ran: none for the warmup step
     assert sorted(p.name for p in (staging / "digests" / "sut=x").iterdir()) == [
-        "step-000001.parquet",
-        "step-000002.parquet",
+        "step-000001-000000.parquet",
+        "step-000002-000000.parquet",
     ]
 
 
@@ -327,7 +326,7 @@ def test_tasks_apply_only_their_own_systems_corrections(copies, tmp_path):
 
 
 def _task(rows: int) -> StepTask:
-    return StepTask("x", (rows,), "sent", (), "received", (), rows)
+    return StepTask("x", (rows,), (), (), rows)
 
 
 @pytest.mark.parametrize(
@@ -356,5 +355,7 @@ def test_binned_puts_every_task_in_one_bin_heaviest_first(rows, slots, loads):
 def test_a_task_of_no_step_reads_only_deliveries_naming_none(copies):
     nowhere = next(t for t in plan(copies) if not t.steps)
     _, received = copies["x"]
-    assert nowhere.sent_groups == ()
-    assert {received.keys[i] for i in nowhere.received_groups} == {NO_ROUTE}
+    assert nowhere.sent == ()
+    chunks = {str(chunk.path): chunk for chunk in received.chunks}
+    read = {chunks[path].keys[i] for path, groups in nowhere.received for i in groups}
+    assert read == {NO_ROUTE}
