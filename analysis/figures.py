@@ -8,8 +8,6 @@ pace's steps as bands coloured by verdict and the breaking point marked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
-from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -342,63 +340,6 @@ PROCESS_COLOURS = (
 )
 
 
-def memory_over_time(
-    series: dict[str, list[dict]], phases: dict[str, dict], title: str
-) -> go.Figure:
-    """Memory per scenario over seconds since its consumer started (the backlog was filled
-    before): RSS as a line and USS dotted, one colour per scenario, and each scenario's first
-    message and end of drain marked on its line."""
-    figure = go.Figure()
-    for number, (name, samples) in enumerate(sorted(series.items())):
-        colour = PROCESS_COLOURS[number % len(PROCESS_COLOURS)]
-        x = [s["second"] for s in samples]
-        figure.add_trace(
-            go.Scatter(
-                x=x,
-                y=[s["rss_bytes"] / 2**20 for s in samples],
-                name=f"{name} RSS",
-                mode="lines",
-                legendgroup=name,
-                line={"color": colour},
-            )
-        )
-        if any(s.get("uss_bytes") is not None for s in samples):
-            figure.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=[
-                        None if s.get("uss_bytes") is None else s["uss_bytes"] / 2**20
-                        for s in samples
-                    ],
-                    name=f"{name} USS",
-                    mode="lines",
-                    legendgroup=name,
-                    line={"color": colour, "dash": "dot"},
-                )
-            )
-        marks = phases.get(name, {})
-        for key, symbol in (("first_message_s", "triangle-up"), ("drained_s", "square")):
-            at = marks.get(key)
-            if at is None or not samples:
-                continue
-            nearest = min(samples, key=partial(_distance, at=at))
-            figure.add_trace(
-                go.Scatter(
-                    x=[at],
-                    y=[nearest["rss_bytes"] / 2**20],
-                    name=f"{name}: {'first message' if key == 'first_message_s' else 'drained'}",
-                    mode="markers",
-                    legendgroup=name,
-                    showlegend=False,
-                    marker={"color": colour, "symbol": symbol, "size": 10},
-                )
-            )
-    figure.update_xaxes(title_text="seconds since the consumer started (backlog filled before)")
-    figure.update_yaxes(title_text="MiB")
-    figure.update_layout(title=title, legend={"orientation": "h"})
-    return figure
-
-
 SEARCH_COLOURS = {"holds": "#2ca02c", "breaks": "#d62728", "sender-limited": "#7f7f7f"}
 
 
@@ -441,8 +382,3 @@ def search_probes(probes: Sequence[SearchProbeDoc], title: str) -> go.Figure:
     figure.update_yaxes(title_text="e2e P99 (ms)", type="log", row=1, col=2)
     figure.update_layout(title=title, legend={"orientation": "h"})
     return figure
-
-
-def _distance(sample: dict[str, Any], at: float) -> float:
-    """How far a sample lies from the instant `at`, in seconds."""
-    return abs(sample["second"] - at)

@@ -21,20 +21,13 @@ import pyarrow.parquet as pq
 from analysis.figures import (
     comparison,
     latency_points,
-    memory_over_time,
     resource_samples,
     search_probes,
     sender_health,
     six_series,
 )
 from analysis.insight_html import system_sections
-from analysis.memory import (
-    PLATEAU_S,
-    RETURN_SLACK_BYTES,
-    RETURN_TOLERANCE,
-    describe_lines,
-    peak_table,
-)
+from analysis.memory_report import write_memory_report as write_memory_report
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
 from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import verdict_text
@@ -42,7 +35,6 @@ from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, sche
 from contract.errors import EvbenchError
 from contract.files import write_text_atomically
 from contract.layout import SutDir, analysed_summaries, run_index_html
-from contract.memorydocs import MemorySummaryRowDoc
 from contract.units import NS_PER_MS
 
 # A row of a table read back (a second of metrics.parquet, a point, a comparison row).
@@ -392,58 +384,3 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
     )
     write_text_atomically(out, page("Runs compared", plotly_js(runs_root), runs_root, body))
     return out
-
-
-def _group_and_topic(row: MemorySummaryRowDoc) -> tuple[str, str]:
-    """Where a scenario's backlog was (a scenario written before names were recorded used the
-    fresh broker's)."""
-    if "kafka" in row:
-        return row["kafka"]["group"], row["kafka"]["topic"]
-    return f"memory-{row['consumer']}-p{row['partitions']}", "backlog"
-
-
-def write_memory_report(
-    root: Path, rows: list[MemorySummaryRowDoc], series: dict[str, list[Row]]
-) -> Path:
-    """One page for a memory run: memory over time per scenario, seed 000's peak table, and
-    each scenario's lag as kafka-consumer-groups prints it."""
-    phases: dict[str, dict[str, Any]] = {r["scenario"]: dict(r) for r in rows}
-    figure = memory_over_time(series, phases, "Consumer memory while draining the backlog")
-    lag = "".join(
-        f"<h3>{html.escape(r['scenario'])}</h3><pre>"
-        + html.escape(
-            "\n".join(
-                describe_lines(
-                    *_group_and_topic(r),
-                    [(x["partition"], x["committed"], x["end"]) for x in r["lag"]],
-                )
-            )
-        )
-        + "</pre>"
-        + (
-            f"<p class='note'>never consumed: {html.escape(str(r['never_consumed']))}; "
-            f"consumer {html.escape(r['exit'])}; errors: {len(r['errors'])}</p>"
-        )
-        + (
-            "<p class='note'>the consumer logged:</p><pre>"
-            + html.escape("\n".join(r.get("logged_errors") or []))
-            + "</pre>"
-            if r.get("logged_errors")
-            else ""
-        )
-        for r in rows
-    )
-    body = (
-        f"<h1>{html.escape(root.name)}</h1>"
-        + figure_html(figure, "memory-over-time")
-        + "<h2>Peaks</h2><pre>"
-        + html.escape("\n".join(peak_table(rows)))
-        + "</pre><p class='note'>Back to idle: the median of the last "
-        f"{PLATEAU_S:g} s after the drain within {RETURN_TOLERANCE:.0%} of the idle baseline or "
-        f"{RETURN_SLACK_BYTES // 2**20} MiB, whichever is larger. Predicted: the client's "
-        "buffer bound from its settings (suts/consumers/predict.py), the idle footprint not "
-        "included.</p><h2>Lag at the end</h2>" + lag
-    )
-    path = root / "report.html"
-    write_text_atomically(path, page(root.name, plotly_js(root.parent), root, body))
-    return path

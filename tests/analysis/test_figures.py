@@ -12,13 +12,13 @@ from analysis.figures import (
     VERDICT_COLOURS,
     comparison,
     latency_points,
-    memory_over_time,
     resource_samples,
     search_probes,
     sender_health,
     six_series,
     step_spans,
 )
+from analysis.memory_report import memory_over_time
 from analysis.pages import figure_html, page
 from analysis.report import clock_note
 
