@@ -10,6 +10,7 @@ counts, per-step totals, per-step (compressed) digests and the cumulative line's
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -358,4 +359,11 @@ def _write_steps_csv(path: Path, steps: list[StepSummaryDoc]) -> None:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         for step in steps:
-            writer.writerow({**step, "reasons": "; ".join(step["reasons"])})
+            writer.writerow({name: _cell(value) for name, value in step.items()})
+
+
+def _cell(value: object) -> object:
+    """A CSV cell: a list as `a; b`, a mapping (drift, rank errors) as its JSON."""
+    if isinstance(value, list):
+        return "; ".join(str(item) for item in value)
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else value

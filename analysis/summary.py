@@ -244,6 +244,8 @@ def step_row(
         "p9999_e2e_ms": tails.e2e["p9999"],
         "e2e_n": tails.e2e["n"],
         "p9999_is_max": tails.e2e["p9999_is_max"],
+        "e2e_exact": tails.e2e["exact"],
+        "e2e_rank_error": tails.e2e["rank_error"],
         "e2e_rise_ms": None if figures.e2e_rise_ms is None else round(figures.e2e_rise_ms, 3),
         "verdict": verdict.verdict,
         "reasons": list(verdict.reasons),

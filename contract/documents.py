@@ -303,6 +303,10 @@ class StepSummaryDoc(TypedDict):
     p9999_e2e_ms: float | None
     e2e_n: int
     p9999_is_max: bool
+    # Which of the step's e2e tail figures are exact order statistics, and for the others
+    # their rank-error bound (TailDoc's); absent in summaries from before they were said.
+    e2e_exact: NotRequired[list[str]]
+    e2e_rank_error: NotRequired[dict[str, float]]
     e2e_rise_ms: float | None
     verdict: str
     reasons: list[str]
