@@ -4,7 +4,9 @@ A receiver serves its own records (receivers.server: GET /records, /records/<pat
 records are served by `evbench serve-records DIR`, and `evbench collect` fetches both into a
 normal run directory. Only complete files are listed: part files are written under a dot-name
 and renamed when whole (contract.parquet), and dot-files are never listed, so a listing
-taken mid-run is a consistent prefix of the records, never half a file. Neither side trusts the
+taken mid-run is a consistent prefix of the records, never half a file. Parquet files are
+listed by the one rule of contract.partnames (a part a rolled file holds is not offered; a
+part listed mid-run may be rolled away before it is fetched). Neither side trusts the
 other: a server lists only regular files inside its directory whose footers read, a collector
 takes only paths inside its own and files that match the listing.
 """
@@ -15,6 +17,7 @@ import contextlib
 import http.client
 import io
 import json
+import os
 import socket
 import sys
 import threading
@@ -29,6 +32,8 @@ from typing import Any, BinaryIO, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from contract.partnames import kept_names
 
 PREFIX = "/records"
 _SUFFIXES = (".parquet", ".json", ".jsonl")
@@ -54,9 +59,12 @@ def listing(directory: Path, skipped: Callable[[str], None] | None = None) -> Re
     if not directory.is_dir():
         return {"files": files}
     root = directory.resolve()
+    records: dict[Path, set[str]] = {}  # each directory's record files, by the one rule
     for path in sorted(directory.rglob("*")):
         relative = path.relative_to(directory)
         if path.suffix not in _SUFFIXES or any(p.startswith(".") for p in relative.parts):
+            continue
+        if path.suffix == ".parquet" and not _a_record(path, records):
             continue
         if (why := _not_servable(path, root)) is not None:
             if skipped is not None:
@@ -78,6 +86,17 @@ def _not_servable(path: Path, root: Path) -> str | None:
     return None
 
 
+def _a_record(path: Path, records: dict[Path, set[str]] | None = None) -> bool:
+    """Whether a Parquet file is one of its directory's records (`records`: those known)."""
+    known = records if records is not None else {}
+    if path.parent not in known:
+        try:
+            known[path.parent] = set(kept_names(os.listdir(path.parent)))
+        except OSError:
+            known[path.parent] = set()
+    return path.name in known[path.parent]
+
+
 def _footer_reads(path: Path) -> bool:
     try:
         pq.read_metadata(path)
@@ -97,7 +116,9 @@ def resolve(directory: Path, url_path: str) -> Path | None:
     if relative.suffix not in _SUFFIXES or any(p.startswith(".") for p in relative.parts):
         return None
     path = directory / relative
-    return path if path.exists() and _not_servable(path, directory.resolve()) is None else None
+    if not path.exists() or (path.suffix == ".parquet" and not _a_record(path)):
+        return None
+    return path if _not_servable(path, directory.resolve()) is None else None
 
 
 # What one client may cost `evbench serve-records`: its request's head (it never reads a body)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contract.parquet import PartWriter, arrow_schema
+from contract.parquet import PartWriter, arrow_schema, record_roll_s
 from contract.records import SENT_FIELDS
 from loadgen.schedule import PlannedStep
 
@@ -124,6 +124,8 @@ class SentRecorder:
 
     def __init__(self, writer: PartWriter, plan: RowPlan, warn: Callable[[str], None]) -> None:
         self.writer = writer
+        if writer.roll_s is None:  # unless its maker chose: every $EVBENCH_RECORD_ROLL_S
+            writer.roll_s = record_roll_s()
         self.plan = plan
         self.warn = warn
         self.columns = SentColumns()
@@ -149,6 +151,12 @@ class SentRecorder:
         except Exception as exc:  # a cancel (not an Exception) leaves the write to settle()
             self._write_failed(columns, exc)
         self._writing = None
+
+    async def close(self) -> None:
+        """The last flush, then the open roll finished (contract.parquet), on the writer's
+        thread: a normal stop leaves rolled files, not a minute of parts."""
+        await self.flush()
+        await asyncio.get_running_loop().run_in_executor(None, self.writer.roll)
 
     async def settle(self) -> None:
         """Wait for the write a cancelled flush left running; its rows stay if it fails."""

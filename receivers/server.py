@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract.lines import ReceiverStats
-from contract.parquet import PartWriter, Row, slices
+from contract.parquet import PartWriter, Row, record_roll_s, slices
 from contract.records import RECEIVED_FIELDS
 from receivers.connection import Connection
 from receivers.identify import identify
@@ -110,7 +110,8 @@ class Receiver:
         self.port = port
         self.flush_interval_s = flush_interval_s
         self.limits = limits or Limits()
-        self.writer = PartWriter(out_dir, RECEIVED_FIELDS, prefix=name)
+        # Rolled every $EVBENCH_RECORD_ROLL_S (contract.parquet): a day leaves ~1,440 files.
+        self.writer = PartWriter(out_dir, RECEIVED_FIELDS, prefix=name, roll_s=record_roll_s())
         self.stats = Counters()
         self.connections: set[Connection] = set()
         # Connections that have not begun a request, oldest first: evicted at the cap.
@@ -275,6 +276,7 @@ class Receiver:
                 f"receiver: {len(rows)} records could not be written to {where}: {_reason(exc)}",
                 file=sys.stderr,
             )
+        self.writer.roll()  # what the open roll holds, into its file (never raises)
         self._count_written()
 
 
