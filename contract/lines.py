@@ -135,17 +135,17 @@ class StepCounts(TypedDict):
 class StepTimings(TypedDict):
     """Quantiles and times: a fleet's are its slowest worker's (an upper bound)."""
 
-    lag_p50_ms: float | None
+    lag_p50_ms: float | None  # quantiles: nearest rank, within 0.39 % (loadgen.loghist)
     lag_p99_ms: float | None
-    lag_max_ms: float | None
+    lag_max_ms: float | None  # maxima: exact
     wake_jitter_p99_ms: float | None
     wake_jitter_max_ms: float | None
-    gc_ms: float | None
+    gc_ms: float | None  # the collection after the step; below, the longest in it
+    gc_step_max_ms: NotRequired[float | None]
 
 
 class SenderStepSummary(StepIdentity, StepCounts, StepTimings):
-    """One step as the sender saw it (loadgen.engine.StepState.summary). Each worker's achieved
-    rate is its share scaled to the pace: a fleet's is their mean."""
+    """One step as a sender saw it (loadgen.stepstate); achieved rate: its share x workers."""
 
     achieved_send_rate_per_s: float
 

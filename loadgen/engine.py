@@ -20,7 +20,7 @@ import contextlib
 import gc
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from contract.lines import (
     Draining,
@@ -33,11 +33,12 @@ from contract.lines import (
 from contract.parquet import PartWriter
 from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import MS_PER_S, NS_PER_MS
+from loadgen.collector import StepCollector
 from loadgen.recorder import NO_TIME, RowPlan, SentRecorder, is_decoy
 from loadgen.request import DECOY, MEASURE, WARMUP, Request, Transport
 from loadgen.schedule import NS_PER_S, PlannedStep
-from loadgen.stepstate import StepState
-from loadgen.ticker import Ticker
+from loadgen.stepstate import FOLD_AT, StepState
+from loadgen.ticker import Ticker, every
 from loadgen.window import Window
 
 # Slots started in one wake-up before the loop reads answers again, when the pacer is behind.
@@ -100,6 +101,7 @@ class Engine:
         self._started: deque[Request] = deque()  # in start order, for timeouts and the drain
         self._cursor: _Cursor | None = None
         self.window = Window(latency_histograms)
+        self.collector = StepCollector()
         self._wake: asyncio.Event | None = None
         self._ticker: Ticker | None = None
         self._precise_timer: bool | None = None
@@ -135,8 +137,8 @@ class Engine:
         self._wake = asyncio.Event()
         self._ticker = Ticker(loop, self._on_tick)
         tasks = [
-            loop.create_task(self._every(self.flush_interval_s, self.records.flush)),
-            loop.create_task(self._every(1.0, self._report)),
+            loop.create_task(every(self.flush_interval_s, self.records.flush)),
+            loop.create_task(every(1.0, self._report)),
             loop.create_task(self._sweep_forever()),
         ]
         try:
@@ -192,8 +194,10 @@ class Engine:
         first = (self.worker - step.first_seq) % self.workers
         cursor = _Cursor(step, state, first, loop.create_future())
         self._cursor = cursor
-        # Collections during a step would stall every in-flight send; they run between steps.
+        # Automatic collections would run wherever an allocation trips them, amid due slots:
+        # in a step the pacer collects itself at its idle moments (loadgen.collector).
         gc.disable()
+        self.collector.start(time.monotonic_ns())
         if cursor.index >= cursor.end:
             cursor.done.set_result(None)
         else:
@@ -240,9 +244,14 @@ class Engine:
         cursor.index = index
         if index >= end:
             cursor.done.set_result(None)
-        else:
-            assert self._ticker is not None
-            self._ticker.arm(mono0 + offset0 + index * NS_PER_S // rate)
+            return
+        assert self._ticker is not None
+        self._ticker.arm(mono0 + offset0 + index * NS_PER_S // rate)
+        # Every due slot started and the next one armed: the least costly moment for chores.
+        if now >= self.collector.due_ns:
+            self.collector.collect(state, now)
+        if len(state.lags_ns) >= FOLD_AT:
+            state.fold(self.window.lag)
 
     def _fire(self, state: StepState, step: PlannedStep, seq: int, intended_ns: int) -> None:
         if self.stop_reason is not None:
@@ -268,9 +277,7 @@ class Engine:
         state.last_sent_ns = sent_ns
         lag_ns = sent_ns - intended_ns
         state.lags_ns.append(lag_ns)
-        window = self.window
-        window.lags_ns.append(lag_ns)
-        window.sent += 1
+        self.window.sent += 1
         self.inflight += 1
         self._started.append(request)
         try:
@@ -317,6 +324,7 @@ class Engine:
         settle_until_ns = (self.start_ns + step.end_offset_ns + gap_end_ns) // 2
         await self._wait_for_answers(settle_until_ns)
         inflight_at_step_end = self.inflight
+        state.fold(self.window.lag)
         gc.enable()
         started = time.perf_counter()
         # What the collector frees shows whether a step leaves cyclic garbage (RSS growth).
@@ -402,19 +410,14 @@ class Engine:
     def _warn(self, message: str) -> None:
         self.emit(WarningLine(event="warning", message=message))
 
-    async def _every(self, interval_s: float, action: Callable[[], Awaitable[None]]) -> None:
-        """`action` at fixed-rate ticks: a slow one does not stretch the interval."""
-        loop = asyncio.get_running_loop()
-        next_tick = loop.time()
-        while True:
-            next_tick += interval_s
-            await asyncio.sleep(max(0.0, next_tick - loop.time()))
-            await action()
-
     async def _report(self) -> None:
         # Answers keep coming after a step's last slot (its gap, the drain): every second.
         self._emit_answers()
+        if self.states:  # the slots started since the last report, counted
+            self.states[-1].fold(self.window.lag)
         if (cursor := self._cursor) is not None:
+            if self.collector.overdue(now := time.monotonic_ns()):  # a pacer behind for long
+                self.collector.collect(cursor.state, now)
             rows = self.writer.rows_written
             self.emit(self.window.progress_line(cursor.state, self.workers, self.inflight, rows))
 

@@ -1,14 +1,27 @@
-"""One step as the sender lives it: its counts and the lags of its slots, and its summary."""
+"""One step as the sender lives it: its counts, the lags of its slots, and its summary.
+
+Its memory does not grow with the step's events: the pacer appends each slot's lag (and each
+wake-up's jitter) to a small buffer, and `fold` empties the buffer into log-linear histograms
+(loadgen.loghist: fixed size, quantiles within 0.39 %) about once a second and whenever it
+holds FOLD_AT values, so the buffer holds at most a second's slots or FOLD_AT, whichever is
+fewer, and a step of an hour costs what a step of a second does.
+"""
 
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
 
-from contract.formulas import achieved_rate_per_s, percentile
+import numpy as np
+
+from contract.formulas import achieved_rate_per_s
 from contract.lines import SenderStepSummary
 from contract.units import NS_PER_MS
+from loadgen.loghist import LogHistogram
 from loadgen.schedule import PlannedStep
+
+# Values buffered before a fold is due whatever the time (8 bytes each: 512 KiB).
+FOLD_AT = 65_536
 
 
 @dataclass
@@ -23,12 +36,30 @@ class StepState:
     last_sent_ns: int | None = None
     gc_ms: float | None = None
     gc_collected: int | None = None
+    gc_step_collections: int = 0  # collections inside the step (loadgen.collector)
+    gc_step_max_ms: float | None = None
+    # Not yet folded into the histograms below (the pacer's hot path appends here).
     lags_ns: array[int] = field(default_factory=lambda: array("q"))
     wake_jitter_ns: array[int] = field(default_factory=lambda: array("q"))
+    lag: LogHistogram = field(default_factory=LogHistogram)
+    wake_jitter: LogHistogram = field(default_factory=LogHistogram)
+
+    def fold(self, window: LogHistogram | None = None) -> None:
+        """Count the buffered values in the step's histograms (the lags in `window` too)."""
+        if self.lags_ns:
+            pending, self.lags_ns = self.lags_ns, array("q")
+            batch = LogHistogram()
+            batch.add(np.frombuffer(pending, dtype=np.int64))
+            self.lag.merge(batch)
+            if window is not None:
+                window.merge(batch)
+        if self.wake_jitter_ns:
+            pending, self.wake_jitter_ns = self.wake_jitter_ns, array("q")
+            self.wake_jitter.add(np.frombuffer(pending, dtype=np.int64))
 
     def summary(self, workers: int) -> SenderStepSummary:
-        lags = sorted(self.lags_ns)
-        wakes = sorted(self.wake_jitter_ns)
+        self.fold()
+        lag, wake = self.lag, self.wake_jitter
         return {
             "step": self.planned.number,
             "warmup": self.planned.warmup,
@@ -44,13 +75,14 @@ class StepState:
                 self.sent, self.start_ns, self.last_sent_ns, self.planned.rate_per_s
             )
             * workers,
-            "lag_p50_ms": ms(percentile(lags, 0.5)),
-            "lag_p99_ms": ms(percentile(lags, 0.99)),
-            "lag_max_ms": ms(lags[-1] if lags else None),
-            "wake_jitter_p99_ms": ms(percentile(wakes, 0.99)),
-            "wake_jitter_max_ms": ms(wakes[-1] if wakes else None),
+            "lag_p50_ms": ms(lag.quantile(0.5)),
+            "lag_p99_ms": ms(lag.quantile(0.99)),
+            "lag_max_ms": ms(lag.max_ns),
+            "wake_jitter_p99_ms": ms(wake.quantile(0.99)),
+            "wake_jitter_max_ms": ms(wake.max_ns),
             "gc_ms": self.gc_ms,
             "gc_collected": self.gc_collected,
+            "gc_step_max_ms": self.gc_step_max_ms,
         }
 
 

@@ -16,7 +16,7 @@ import ctypes
 import ctypes.util
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 _CLOCK_MONOTONIC = 1
 _TFD_NONBLOCK = os.O_NONBLOCK
@@ -95,3 +95,13 @@ class Ticker:
             self._loop.remove_reader(self._fd)
             os.close(self._fd)
             self._fd = -1
+
+
+async def every(interval_s: float, action: Callable[[], Awaitable[None]]) -> None:
+    """`action` at fixed-rate ticks, forever: a slow one does not stretch the interval."""
+    loop = asyncio.get_running_loop()
+    next_tick = loop.time()
+    while True:
+        next_tick += interval_s
+        await asyncio.sleep(max(0.0, next_tick - loop.time()))
+        await action()

@@ -1,21 +1,20 @@
 """What the sender saw since its last report line: the slots it started and their lags, and
 (with latency histograms) the answers by whole ms from their intended time and the failures by
-error. The engine fills it on its hot path and turns it into a line every second."""
+error. The engine fills it on its hot path (the lags through the step's fold: the same
+log-linear histogram, p99 within 0.39 %) and turns it into a line every second."""
 
 from __future__ import annotations
 
-from array import array
-
-from contract.formulas import percentile
 from contract.lines import SenderAnswers, SenderProgress
+from loadgen.loghist import LogHistogram
 from loadgen.stepstate import StepState, ms
 
 
 class Window:
-    __slots__ = ("errors", "lags_ns", "latency", "sent")
+    __slots__ = ("errors", "lag", "latency", "sent")
 
     def __init__(self, latency_histograms: bool) -> None:
-        self.lags_ns: array[int] = array("q")
+        self.lag = LogHistogram()
         self.sent = 0
         # Answers by whole ms from their intended time, and failures by error (a Locust fleet
         # worker feeds Locust's statistics from them); None without histograms.
@@ -34,14 +33,14 @@ class Window:
         self, state: StepState, workers: int, inflight: int, rows_written: int
     ) -> SenderProgress:
         """The step under way this second; the window of started slots starts afresh."""
-        lags, self.lags_ns = sorted(self.lags_ns), array("q")
+        lag, self.lag = self.lag, LogHistogram()
         sent, self.sent = self.sent, 0
         return {
             "event": "progress",
             "step": state.planned.number,
             "target_rate_per_s": state.planned.rate_per_s,
             "window_sent": sent * workers,
-            "lag_p99_ms": ms(percentile(lags, 0.99)),
+            "lag_p99_ms": ms(lag.quantile(0.99)),
             "sent": state.sent,
             "ok": state.ok,
             "failures": state.failures,
