@@ -111,10 +111,8 @@ def drift_of(points: Sequence[Mapping[str, float]], t: Thresholds) -> DriftDoc |
     doc: DriftDoc = {
         "window_s": width_s,
         "windows": len(centres),
-        "p50_ms_per_h": round(fits[0][0] * S_PER_H, 4),
-        "p99_ms_per_h": round(fits[1][0] * S_PER_H, 4),
-        "p50_rise_ms": round(rises[0], 4),
-        "p99_rise_ms": round(rises[1], 4),
+        "ms_per_h": {"p50": round(fit50[0] * S_PER_H, 4), "p99": round(fit99[0] * S_PER_H, 4)},
+        "rise_ms": {"p50": round(rises[0], 4), "p99": round(rises[1], 4)},
         "allowed_rise_ms": {"p50": round(allowed[0], 4), "p99": round(allowed[1], 4)},
         "verdict": DRIFTING if drifting else STABLE,
         "text": "",

@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from analysis.downsample import thinned
 from contract.documents import SearchProbeDoc, StepSummaryDoc
 from contract.units import NS_PER_S
 
@@ -56,24 +57,28 @@ def six_series(
     figure = go.Figure()
     for metric, name, colour in LATENCY_SERIES:
         line = sorted((r for r in cumulative if r["metric"] == metric), key=lambda r: r["second"])
+        # a day's seconds thinned to their envelope (analysis.downsample), as numpy arrays:
+        # Plotly embeds those as typed arrays, far smaller than lists
+        x, y, n = thinned(*([r[k] for r in line] for k in ("second", "p9999_ms", "n")))
         figure.add_trace(
             go.Scatter(
-                x=[r["second"] for r in line],
-                y=[r["p9999_ms"] for r in line],
+                x=x,
+                y=y,
                 name=name,
                 mode="lines",
                 line={"color": colour, "width": 2},
                 yaxis="y",
-                customdata=[r["n"] for r in line],
+                customdata=n,
                 hovertemplate="%{y:.2f} ms at %{x} s<br>n=%{customdata}<extra>" + name + "</extra>",
             )
         )
     ordered = sorted(metrics, key=lambda r: r["second"])
     for column, name, colour in THROUGHPUT_SERIES:
+        x, y = thinned([r["second"] for r in ordered], [r[column] for r in ordered])
         figure.add_trace(
             go.Scatter(
-                x=[r["second"] for r in ordered],
-                y=[r[column] for r in ordered],
+                x=x,
+                y=y,
                 name=name,
                 mode="lines",
                 line={"color": colour, "width": 1, "shape": "hv"},
@@ -180,8 +185,9 @@ def latency_points(points: list[dict], title: str) -> go.Figure:
         # numpy arrays: Plotly embeds them as typed arrays, far smaller and faster than lists
         figure.add_trace(
             go.Scattergl(
-                x=np.fromiter(((p["t_ns"] - start) / NS_PER_S for p in shown), float, len(shown)),
-                y=np.fromiter((p[column] for p in shown), float, len(shown)),
+                # float32: a day's 100,000 points in half the bytes, to a millisecond
+                x=np.fromiter(((p["t_ns"] - start) / NS_PER_S for p in shown), np.float32),
+                y=np.fromiter((p[column] for p in shown), np.float32, len(shown)),
                 mode="markers",
                 name=name,
                 marker={"size": 3, "color": colour, "opacity": 0.6},
@@ -294,28 +300,25 @@ def resource_samples(
         by_process.setdefault(row["process"], []).append(row)
     for number, (name, samples) in enumerate(sorted(by_process.items())):
         samples.sort(key=lambda r: r["t_ns"])
-        x = np.array([(r["t_ns"] - start_ns) / NS_PER_S for r in samples])
+        x = [(r["t_ns"] - start_ns) / NS_PER_S for r in samples]
         colour = PROCESS_COLOURS[number % len(PROCESS_COLOURS)]
-        common = {"x": x, "mode": "lines", "legendgroup": name, "line": {"color": colour}}
-        figure.add_trace(
-            go.Scatter(y=np.array([r["rss_bytes"] / 1e6 for r in samples]), name=name, **common),
-            row=1,
-            col=1,
-        )
-        figure.add_trace(
-            go.Scatter(y=np.array([r["cpu_percent"] for r in samples]), showlegend=False, **common),
-            row=2,
-            col=1,
-        )
+        common = {"mode": "lines", "legendgroup": name, "line": {"color": colour}}
+        rss_x, rss = thinned(x, [r["rss_bytes"] / 1e6 for r in samples])
+        cpu_x, cpu = thinned(x, [r["cpu_percent"] for r in samples])
+        figure.add_trace(go.Scatter(x=rss_x, y=rss, name=name, **common), row=1, col=1)
+        figure.add_trace(go.Scatter(x=cpu_x, y=cpu, showlegend=False, **common), row=2, col=1)
     if lag:
         totals: dict[int, int] = {}
         for row in lag:
             totals[row["t_ns"]] = totals.get(row["t_ns"], 0) + row["lag"]
         times = sorted(totals)
+        lag_x, lag_y = thinned(
+            [(t - start_ns) / NS_PER_S for t in times], [totals[t] for t in times]
+        )
         figure.add_trace(
             go.Scatter(
-                x=np.array([(t - start_ns) / NS_PER_S for t in times]),
-                y=np.array([totals[t] for t in times]),
+                x=lag_x,
+                y=lag_y,
                 name="consumer lag",
                 mode="lines+markers",
                 line={"color": "#111111"},

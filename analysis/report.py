@@ -30,7 +30,8 @@ from analysis.insight_html import system_sections
 from analysis.memory_report import write_memory_report as write_memory_report
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
 from analysis.summary import latency_text, read_summary, significant
-from analysis.verdicts import verdict_text
+from analysis.verdicts import drift_verdict_text, verdict_text
+from analysis.window_report import windows_section
 from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.files import write_text_atomically
@@ -62,11 +63,16 @@ def _load(layout: SutDir) -> tuple[SummaryDoc, list[Row], list[Row], list[Row]]:
 
 
 def headline(summary: SummaryDoc) -> str:
-    return verdict_text(
-        summary["breaking_point_per_s"],
-        summary["max_sustainable_rate_per_s"],
-        summary.get("instrument_failures") or (),
+    """The run's verdict, and its drifting steps (analysis.verdicts.drift_verdict_text)."""
+    failures = summary.get("instrument_failures") or ()
+    text = verdict_text(
+        summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"], failures
     )
+    steps = summary["steps"]
+    drifting = drift_verdict_text(
+        [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
+    )
+    return f"{text}; {drifting}" if drifting and not failures else text
 
 
 def status_banner(summary: SummaryDoc) -> str:
@@ -234,7 +240,8 @@ def write_report(
         "P99.99 of every event sent up to then, from T-Digests, so an early spike dominates the "
         "start and the right end is the whole run. The tables' tail figures are exact where "
         "the kept top values reach (see <code>exact</code> in summary.json).</p>"
-        "<h2>Steps</h2>"
+        + windows_section(layout, summary["steps"], metrics, cumulative)
+        + "<h2>Steps</h2>"
         + _steps_table(summary["steps"])
         + figure_html(latency_points(points, "Latency of every event"), "latency-points")
         + figure_html(sender_health(summary["steps"], "Sender health"), "sender-health")

@@ -224,8 +224,8 @@ def drift_verdict_text(steps: Sequence[tuple[int, int, DriftDoc | None]]) -> str
     """What the run's verdict adds for its drifting steps ((step, rate, drift) in run order):
     "e2e latency drifting in step 1 (1000/s): P50 +10 ms/h, P99 +17.1 ms/h"; empty if none."""
     found = [
-        f"step {step} ({rate}/s): P50 {d['p50_ms_per_h']:+.3g} ms/h, "
-        f"P99 {d['p99_ms_per_h']:+.3g} ms/h"
+        f"step {step} ({rate}/s): P50 {d['ms_per_h']['p50']:+.3g} ms/h, "
+        f"P99 {d['ms_per_h']['p99']:+.3g} ms/h"
         for step, rate, d in steps
         if d is not None and d["verdict"] == "drifting"
     ]

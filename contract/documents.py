@@ -276,10 +276,8 @@ class DriftDoc(TypedDict):
 
     window_s: int
     windows: int
-    p50_ms_per_h: float
-    p99_ms_per_h: float
-    p50_rise_ms: float  # the fitted rise over the time the windows span (negative: it fell)
-    p99_rise_ms: float
+    ms_per_h: dict[str, float]  # p50, p99: the fitted slopes, per hour
+    rise_ms: dict[str, float]  # p50, p99: fitted over the windows' span (negative: it fell)
     allowed_rise_ms: dict[str, float]  # p50, p99: what a stable step may rise
     verdict: str  # stable | drifting
     text: str  # "e2e P50 rose 10.1 ms per hour (2.04 -> 12.1 ms), ...: drifting"
@@ -313,8 +311,7 @@ class StepSummaryDoc(TypedDict):
     # A step cut short (the run interrupted, the sender killed): the seconds its slots cover,
     # over which its rates are judged; absent for a step that ran its whole duration.
     ran_s: NotRequired[float]
-    # Its drift over hours; null for a step too short (absent in summaries from before it).
-    drift: NotRequired[DriftDoc | None]
+    drift: NotRequired[DriftDoc | None]  # null: a step too short (absent: an older summary)
 
 
 class WorkerClockDoc(TypedDict):

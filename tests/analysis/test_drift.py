@@ -80,11 +80,11 @@ def test_the_issues_creep_reads_as_a_figure_per_hour():
     drift = drift_of(CASES["median creeps 2 -> 12 ms in an hour"][0], Thresholds())
     assert drift is not None
     assert drift["window_s"] == 60 and drift["windows"] == 60
-    assert drift["p50_ms_per_h"] == pytest.approx(10.0, rel=0.05)
-    assert drift["p50_rise_ms"] == pytest.approx(10.0 * 59 / 60, rel=0.05)
+    assert drift["ms_per_h"]["p50"] == pytest.approx(10.0, rel=0.05)
+    assert drift["rise_ms"]["p50"] == pytest.approx(10.0 * 59 / 60, rel=0.05)
     assert "P50 rose 10" in drift["text"] and "ms per hour" in drift["text"]
     flat = drift_of(CASES["flat noisy hour with spikes"][0], Thresholds())
-    assert flat is not None and abs(flat["p99_ms_per_h"]) < 0.05 * flat["allowed_rise_ms"]["p99"]
+    assert flat is not None and abs(flat["ms_per_h"]["p99"]) < 0.05 * flat["allowed_rise_ms"]["p99"]
 
 
 def test_falling_latency_says_it_fell():
