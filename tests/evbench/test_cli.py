@@ -25,6 +25,7 @@ def test_paces_lists_steps_duration_and_events():
     assert "12 steps" in line and "6m30s" in line and "501000 events" in line
     lines = result.stdout.splitlines()
     assert any(x.startswith("1k-long ") and "360000 events" in x for x in lines)
+    assert any(x.startswith("soak ") and "3600000 events" in x for x in lines)
 
 
 @pytest.mark.e2e

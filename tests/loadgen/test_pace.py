@@ -74,6 +74,14 @@ def test_shipped_paces_are_the_2019_definitions():
     assert resolve_pace("smoke").duration_s <= 10
 
 
+def test_the_soak_pace_is_an_hour_at_1000_per_s():
+    """One step of an hour: long enough for the drift verdict (ten minutes or more) and for
+    the report's windows to be a minute or less wide."""
+    soak = resolve_pace("soak")
+    assert soak.steps == (Step(1000, 3600),)
+    assert soak.duration_s == 3600 and soak.events == 3_600_000
+
+
 def test_resolve_inline_and_unknown(tmp_path):
     assert resolve_pace("500:10,1000:10", tmp_path) == Pace(
         "500x10-1000x10", (Step(500, 10), Step(1000, 10))
