@@ -157,7 +157,8 @@ def _aggregate(
         tasks = plan({key: _copies(inputs) for key, inputs in checked.items()})
         with _without_codegen(spark):
             head = _each_task(spark, tasks, context).toArrow()
-        found = from_steps(head, context.start_ns)
+        kept = {(t.sut, step): t.top_k for t in tasks for step in t.steps}
+        found = from_steps(head, context.start_ns, kept)
         pieces = line_tasks(found.slice_digest, found.slice_order, str(staging))
         found.cumulative = _by_sut(cumulative_points(pieces))
         _move_digests(staging, dirs)
@@ -233,10 +234,13 @@ def _slots(spark: SparkSession, tasks: int) -> int:
     return int(context.getConf().get("spark.default.parallelism", str(max(tasks, 1))))
 
 
-def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
+def from_steps(
+    head: pa.Table, start_ns: Mapping[str, int], top_k: Mapping[tuple[str, int], int] | None = None
+) -> _Aggregates:
     """The tasks' slice rows and slice digests (analysis.tasks.run) into per-SUT aggregates:
-    each step's totals, digests and exact top values merged from its slices', per-second
-    counts and point buckets merged across slices and steps (analysis.steps)."""
+    each step's totals, digests and exact top values (its `top_k` largest, as its tasks kept;
+    all its slices kept where not given) merged from its slices', per-second counts and point
+    buckets merged across slices and steps (analysis.steps)."""
     totals: dict[tuple[str, int], list[StepTotals]] = {}
     seconds: dict[str, list[Row]] = {}
     points: dict[str, list[pa.Table]] = {}
@@ -265,7 +269,7 @@ def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
     for (sut, _), rows in sorted(totals.items()):
         by_sut.setdefault(sut, []).append(merged_totals(rows))
     digests = head.filter(pc.and_(pc.invert(per_second), has_metric))
-    step_sketch, slice_digest = _sketches(digests)
+    step_sketch, slice_digest = _sketches(digests, top_k or {})
     return _Aggregates(
         metrics={sut: merge_seconds(rows, start_ns[sut]) for sut, rows in seconds.items()},
         totals=by_sut,
@@ -280,11 +284,12 @@ def from_steps(head: pa.Table, start_ns: Mapping[str, int]) -> _Aggregates:
 
 
 def _sketches(
-    digests: pa.Table,
+    digests: pa.Table, top_k: Mapping[tuple[str, int], int]
 ) -> tuple[dict[tuple[str, str, int], Sketch], dict[tuple[str, str, int, int], TDigest]]:
     """Each (sut, metric, step)'s digest and exact top values, merged from its slices' (a
-    slice keeps as many top values as its whole step needs: the step's top are among them);
-    and each slice's digest, for the cumulative lines."""
+    slice keeps as many top values as its whole step needs: the step's top are among them),
+    so a step's figures do not depend on how it was sliced; and each slice's digest, for the
+    cumulative lines."""
     slices: dict[tuple[str, str, int, int], TDigest] = {}
     tops: dict[tuple[str, str, int], list[np.ndarray]] = {}
     names = ("sut", "metric", "step", "slice", "digest", "top_ms")
@@ -296,10 +301,10 @@ def _sketches(
     merged_digests: dict[tuple[str, str, int], list[TDigest]] = {}
     for (sut, metric, step, _), digest in sorted(slices.items()):
         merged_digests.setdefault((sut, metric, step), []).append(digest)
-    sketches = {
-        key: (merged(found), merged_top(tops[key], max(len(t) for t in tops[key])))
-        for key, found in merged_digests.items()
-    }
+    sketches = {}
+    for key, found in merged_digests.items():
+        k = top_k.get((key[0], key[2]), sum(len(t) for t in tops[key]))
+        sketches[key] = (merged(found), merged_top(tops[key], k))
     return sketches, slices
 
 

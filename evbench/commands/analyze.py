@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from contract.argtypes import seconds, spark_master, spark_remote
+from contract.argtypes import at_least_one, seconds, spark_master, spark_remote
 from contract.clocks import CORRECTION_MODES
 from contract.errors import EvbenchError
 from contract.layout import analysed_summaries
@@ -73,6 +73,15 @@ def add(commands: Subcommands) -> None:
         "start and end: auto (default) where the clocks measurably disagree, on wherever "
         "measured, off never; the summary says what was done and within what bound",
     )
+    analyze.add_argument(
+        "--slice-events",
+        type=at_least_one,
+        default=None,
+        metavar="N",
+        help="the unit of work: whole seconds of one step holding at most N events (default "
+        "1,000,000; each task needs ~0.4 KiB per event); smaller spreads a long step over "
+        "more executors, larger pays less per task",
+    )
     add_plot_metric_argument(analyze)
     add_verbose_argument(analyze)
     analyze.set_defaults(main=main)
@@ -115,6 +124,7 @@ def main(args: argparse.Namespace) -> int:
         args.spark_remote,
         args.verbose,
         args.plot_metrics,
+        args.slice_events,
     )
 
 
@@ -128,10 +138,11 @@ def analyze_path(
     remote: str | None = None,
     verbose: bool = False,
     plot_metrics: Sequence[str] = (),
+    slice_events: int | None = None,
 ) -> int:
     """Exit code: 0, or 1 when an instrument of any analysed system failed. Spark's start-up
     messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
-    plot (analysis.insight)."""
+    plot (analysis.insight); `slice_events` bounds the unit of work (analysis.slices)."""
     # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
     from analysis.inputs import inputs_for
     from analysis.memory_job import is_memory_run
@@ -145,7 +156,10 @@ def analyze_path(
         f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
         f"with Spark ({remote or master})"
     )
-    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose)
+    from analysis.slices import SLICE_EVENTS
+
+    per_slice = slice_events or SLICE_EVENTS
+    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose, per_slice)
     from analysis.job import AnalyzeOptions, analyze
     from analysis.report import write_index, write_report
     from analysis.spark import stop_soon
@@ -159,6 +173,7 @@ def analyze_path(
                 thresholds=thresholds,
                 export_knative=export_knative,
                 clock_correction=clock_correction,
+                slice_events=per_slice,
             ),
             echo,
         )
@@ -192,7 +207,7 @@ def read_thresholds(path: Path | None) -> Thresholds:
 
 
 def _compacted_while_spark_starts(
-    inputs: list[SutInputs], master: str, remote: str | None, verbose: bool
+    inputs: list[SutInputs], master: str, remote: str | None, verbose: bool, slice_events: int
 ) -> tuple[SparkSession, list[SutInputs]]:
     """A Spark session, started on a thread, and meanwhile here: the analysis and the reports
     imported, the inputs' records compacted. Seconds that would otherwise add up (measured:
@@ -205,7 +220,7 @@ def _compacted_while_spark_starts(
             import analysis.report  # noqa: F401  (plotly: imported while the JVM starts)
             from analysis.job import compacted
 
-            copies = [compacted(checked) for checked in inputs]
+            copies = [compacted(checked, slice_events) for checked in inputs]
         except BaseException:
             # The error that stopped the compaction is the one to tell, not the session's.
             if starting.exception() is None:

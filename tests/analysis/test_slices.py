@@ -82,7 +82,8 @@ def _analysed(root, slice_events, staging):
     planned = plan({"x": (sent, received)})
     context = StepContext({"x": T0}, {"x": S}, str(staging))
     rows = pa.concat_tables(run(task, context) for task in planned)
-    return planned, from_steps(rows, context.start_ns)
+    kept = {(t.sut, s): t.top_k for t in planned for s in t.steps}
+    return planned, from_steps(rows, context.start_ns, kept)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,8 @@ def analysed(tmp_path_factory):
     root = tmp_path_factory.mktemp("sliced")
     values = _write_run(root, np.random.default_rng(7))
     whole = _analysed(root, 10**9, root / "staging-whole")
-    sliced = _analysed(root, 7 * RATE, root / "staging-sliced")  # 7-second slices: 9 of them
+    # 1-second slices, 60 of them, each smaller than the top values its step keeps (1,024)
+    sliced = _analysed(root, RATE // 2, root / "staging-sliced")
     return values, whole, sliced
 
 
@@ -98,7 +100,7 @@ def test_the_step_is_cut_in_slices_of_whole_seconds(analysed):
     _, (whole_tasks, _), (sliced_tasks, _) = analysed
     assert sorted(t.keys for t in whole_tasks if t.keys) == [(key_of(1, 0),)]
     keys = sorted(t.keys[0] for t in sliced_tasks if t.keys)
-    assert keys == [key_of(1, i) for i in range(9)]  # 60 s in slices of 7 s
+    assert keys == [key_of(1, i) for i in range(SECONDS)]
     assert {t.top_k for t in sliced_tasks if t.keys} == {t.top_k for t in whole_tasks if t.keys}
 
 

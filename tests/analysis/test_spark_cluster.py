@@ -85,7 +85,9 @@ def _analyze_elsewhere(sut: Path, tmp: Path, *where: str) -> dict:
     return json.loads((copy / "analysis" / "summary.json").read_text())
 
 
-def test_a_standalone_master_and_worker_give_the_local_summary(crafted, tmp_path):
+def test_two_workers_share_a_sliced_step_and_give_the_local_summary(crafted, tmp_path):
+    # Slices of at most 400 events: the crafted steps (200/s and 400/s for 10 s) become 15
+    # slices, spread over two workers of one core each; local mode read each step whole.
     sut, local = crafted
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     master = _daemon(
@@ -94,7 +96,7 @@ def test_a_standalone_master_and_worker_give_the_local_summary(crafted, tmp_path
          "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"],
         tmp_path,
     )  # fmt: skip
-    worker = None
+    workers: list[subprocess.Popen] = []
     try:
         found = wait_until(
             lambda: _logged(
@@ -104,25 +106,48 @@ def test_a_standalone_master_and_worker_give_the_local_summary(crafted, tmp_path
             what="the master's URL",
         )
         url = found.group(1)
-        worker = _daemon(
-            "worker",
-            [spark_class, "org.apache.spark.deploy.worker.Worker",
-             "--host", "127.0.0.1", "--webui-port", "0", "--cores", "1", "--memory", "1g",
-             "--work-dir", str(tmp_path / "work"), url],
-            tmp_path,
-        )  # fmt: skip
+        for number in (1, 2):
+            work = str(tmp_path / f"work{number}")
+            argv = [spark_class, "org.apache.spark.deploy.worker.Worker",
+                    "--host", "127.0.0.1", "--webui-port", "0", "--cores", "1",
+                    "--memory", "1g", "--work-dir", work, url]  # fmt: skip
+            workers.append(_daemon(f"worker{number}", argv, tmp_path))
         wait_until(
-            lambda: _logged(tmp_path, "master", r"Registering worker 127\.0\.0\.1"),
+            lambda: len(re.findall(r"Registering worker 127\.0\.0\.1", _log(tmp_path))) >= 2,
             timeout_s=120,
-            what="the worker registering",
+            what="both workers registering",
         )
-        remote = _analyze_elsewhere(sut, tmp_path, "--spark-master", url)
+        remote = _analyze_elsewhere(sut, tmp_path, "--spark-master", url, "--slice-events", "400")
     finally:
-        for proc in (worker, master):
-            if proc is not None:
-                _stop(proc)
+        for proc in (*workers, master):
+            _stop(proc)
+    # Exact figures are equal; a digest's estimates (a step's merged from its slices) are
+    # within a few per cent, and their rank-error bounds are the digests' own.
     for key in COMPARED:
-        assert remote[key] == local[key], key
+        assert _exact(remote[key]) == _exact(local[key]), key
+    for metric, tail in local["latency_ms"].items():
+        for name in tail["rank_error"]:
+            assert remote["latency_ms"][metric][name] == pytest.approx(tail[name], rel=0.05)
+    for number in (1, 2):  # each worker's executor ran tasks of the analysis
+        logs = list((tmp_path / f"work{number}").rglob("stderr"))
+        ran = sum(path.read_text(errors="replace").count("Finished task") for path in logs)
+        assert ran > 0, f"worker {number} ran no task"
+
+
+def _exact(found: object) -> object:
+    """`found` without its digest-estimated figures: those named in a `rank_error` (tails) or
+    an `e2e_rank_error` (steps), and the bounds themselves."""
+    if isinstance(found, list):
+        return [_exact(item) for item in found]
+    if not isinstance(found, dict):
+        return found
+    estimated = set(found.get("rank_error", {})) | {"rank_error", "e2e_rank_error"}
+    return {k: _exact(v) for k, v in found.items() if k not in estimated}
+
+
+def _log(tmp: Path) -> str:
+    path = tmp / "master.log"
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _free_port() -> int:

@@ -95,8 +95,11 @@ def _context(tmp_path, starts=None, **kwargs) -> StepContext:
 
 def _analysed(copies, context):
     """Every task run as the job runs them, and their aggregates on the driver."""
-    rows = pa.concat_tables(run(task, context) for task in plan(copies))
-    return from_steps(rows, context.start_ns)
+    planned = plan(copies)
+    rows = pa.concat_tables(run(task, context) for task in planned)
+    return from_steps(
+        rows, context.start_ns, {(t.sut, s): t.top_k for t in planned for s in t.steps}
+    )
 
 
 def _events(copies, context) -> dict:
