@@ -10,6 +10,9 @@ so a gap stays a gap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 # Per line: 2,000 buckets of a low and a high point, about a screen's width twice over.
@@ -38,7 +41,9 @@ def envelope(x: np.ndarray, y: np.ndarray, points: int = PLOT_POINTS) -> np.ndar
     return np.unique(keep)
 
 
-def thinned(x: list | np.ndarray, *ys: list | np.ndarray, by: int = 0) -> list[np.ndarray]:
+def thinned(
+    x: Sequence[Any] | np.ndarray, *ys: Sequence[Any] | np.ndarray, by: int = 0
+) -> list[np.ndarray]:
     """`x` and each of `ys` as float arrays (None as NaN), kept at the envelope of `ys[by]`."""
     arrays = [np.array(x, dtype=float)] + [np.array(y, dtype=float) for y in ys]
     keep = envelope(arrays[0], arrays[1 + by])

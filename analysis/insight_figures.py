@@ -11,8 +11,10 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
+from analysis.downsample import PLOT_POINTS, thinned
 from analysis.figures import PROCESS_COLOURS, VERDICT_COLOURS
 from analysis.insight import SCRAPER_METRICS, Series
 from contract.documents import StepSummaryDoc
@@ -49,10 +51,15 @@ def metric_plot(
     figure = go.Figure()
     for number, series in enumerate(lines):
         scraper = series.name in SCRAPER_METRICS
+        # a day of scrapes thinned to its envelope (a failed scrape's 0 is a low: it stays)
+        x: Sequence[float | None] | np.ndarray = series.seconds
+        y: Sequence[float | None] | np.ndarray = series.values
+        if len(x) > PLOT_POINTS:
+            x, y = thinned(x, y)
         figure.add_trace(
             go.Scatter(
-                x=series.seconds,
-                y=series.values,
+                x=x,
+                y=y,
                 name=line_name(series),
                 mode="lines+markers" if scraper else "lines",
                 connectgaps=False,  # a reset or a missing value stays a gap

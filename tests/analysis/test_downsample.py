@@ -4,6 +4,8 @@ PLOT_POINTS points, every bucket's low and high kept, gaps kept."""
 import numpy as np
 
 from analysis.downsample import PLOT_POINTS, envelope, thinned
+from analysis.insight import Series
+from analysis.insight_figures import metric_plot
 
 
 def test_a_short_line_is_drawn_whole():
@@ -32,3 +34,13 @@ def test_a_gap_stays_a_gap():
     assert np.isnan(y).any() and np.nanmax(y) == 1.0
     inside = (x >= 5000) & (x < 9000)
     assert inside.any() and np.isnan(y[inside]).all()
+
+
+def test_a_day_of_scrapes_is_drawn_as_its_envelope_and_a_short_one_whole():
+    day = Series("queue_depth", "gauge", "api", "", "value", [float(s) for s in range(86_400)],
+                 [float(s % 60) for s in range(86_400)])  # fmt: skip
+    figure = metric_plot([day], [], {}, None)
+    drawn = figure.data[0]
+    assert len(drawn.x) <= PLOT_POINTS + 2 and min(drawn.y) == 0 and max(drawn.y) == 59
+    short = Series("queue_depth", "gauge", "api", "", "value", [0.0, 1.0], [None, 5.0])
+    assert list(metric_plot([short], [], {}, None).data[0].y) == [None, 5.0]
