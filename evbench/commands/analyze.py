@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.slices import SLICE_EVENTS
 from contract.argtypes import at_least_one, seconds, spark_master, spark_remote
 from contract.clocks import CORRECTION_MODES
 from contract.errors import EvbenchError
@@ -65,6 +66,14 @@ def add(commands: Subcommands) -> None:
         help='override verdict thresholds, e.g. {"max_lost_ratio": 0.01}; the thresholds '
         "used are printed in every summary.json",
     )
+    _add_method_arguments(analyze)
+    add_plot_metric_argument(analyze)
+    add_verbose_argument(analyze)
+    analyze.set_defaults(main=main)
+
+
+def _add_method_arguments(analyze: argparse.ArgumentParser) -> None:
+    """How the analysis treats clocks and cuts its work."""
     analyze.add_argument(
         "--clock-correction",
         choices=CORRECTION_MODES,
@@ -76,15 +85,12 @@ def add(commands: Subcommands) -> None:
     analyze.add_argument(
         "--slice-events",
         type=at_least_one,
-        default=None,
+        default=SLICE_EVENTS,
         metavar="N",
-        help="the unit of work: whole seconds of one step holding at most N events (default "
-        "1,000,000; each task needs ~0.4 KiB per event); smaller spreads a long step over "
+        help=f"the unit of work: whole seconds of one step holding at most N events (default "
+        f"{SLICE_EVENTS:,}; a task needs ~0.4 KiB per event); smaller spreads a long step over "
         "more executors, larger pays less per task",
     )
-    add_plot_metric_argument(analyze)
-    add_verbose_argument(analyze)
-    analyze.set_defaults(main=main)
 
 
 def add_plot_metric_argument(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +144,7 @@ def analyze_path(
     remote: str | None = None,
     verbose: bool = False,
     plot_metrics: Sequence[str] = (),
-    slice_events: int | None = None,
+    slice_events: int = SLICE_EVENTS,
 ) -> int:
     """Exit code: 0, or 1 when an instrument of any analysed system failed. Spark's start-up
     messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
@@ -156,10 +162,7 @@ def analyze_path(
         f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
         f"with Spark ({remote or master})"
     )
-    from analysis.slices import SLICE_EVENTS
-
-    per_slice = slice_events or SLICE_EVENTS
-    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose, per_slice)
+    spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose, slice_events)
     from analysis.job import AnalyzeOptions, analyze
     from analysis.report import write_index, write_report
     from analysis.spark import stop_soon
@@ -173,7 +176,7 @@ def analyze_path(
                 thresholds=thresholds,
                 export_knative=export_knative,
                 clock_correction=clock_correction,
-                slice_events=per_slice,
+                slice_events=slice_events,
             ),
             echo,
         )
