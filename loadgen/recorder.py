@@ -135,8 +135,16 @@ class SentRecorder:
         self.observe: Callable[[SentColumns], None] | None = None
         # The write a flush handed to the writer thread, with its rows, until it is done.
         self._writing: tuple[asyncio.Future[None], SentColumns] | None = None
+        # Set once the recording ends (settle() or close()): every flush from then on also
+        # finishes the writer's open roll, so a normal stop leaves no minute of parts behind.
+        self._ending = False
 
     async def flush(self) -> None:
+        await self._flush_rows()
+        if self._ending:  # on the writer's thread; never raises (contract.parquet)
+            await asyncio.get_running_loop().run_in_executor(None, self.writer.roll)
+
+    async def _flush_rows(self) -> None:
         columns, self.columns = self.columns, SentColumns()
         if not len(columns):
             return
@@ -153,13 +161,15 @@ class SentRecorder:
         self._writing = None
 
     async def close(self) -> None:
-        """The last flush, then the open roll finished (contract.parquet), on the writer's
-        thread: a normal stop leaves rolled files, not a minute of parts."""
+        """The last flush, then the open roll finished (contract.parquet)."""
+        self._ending = True
         await self.flush()
-        await asyncio.get_running_loop().run_in_executor(None, self.writer.roll)
 
     async def settle(self) -> None:
-        """Wait for the write a cancelled flush left running; its rows stay if it fails."""
+        """Wait for the write a cancelled flush left running; its rows stay if it fails.
+        The engine settles once its flush loop is cancelled: the recording is ending, so the
+        flushes after this one roll too (as close() does)."""
+        self._ending = True
         if self._writing is None:
             return
         write, columns = self._writing

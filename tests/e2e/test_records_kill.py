@@ -108,3 +108,29 @@ def test_a_sender_killed_mid_step_keeps_all_but_its_last_second(
     assert due <= set(seqs), f"{len(due - set(seqs))} slots due before the last second lost"
     names = [p.name for p in part_files(tmp_path / "sent")]
     assert any(n.endswith(".rolled.parquet") for n in names), names
+
+
+def test_a_normal_stop_leaves_rolled_files_and_nothing_hidden(
+    tmp_path: Path, receiver: RunningReceiver, monkeypatch
+):
+    monkeypatch.delenv(ROLL_ENV, raising=False)  # the default: no roll falls due in 3 s
+    settings = SenderSettings(
+        target=receiver.url,
+        pace="100:3",
+        out=tmp_path / "sent",
+        knobs=SendKnobs(step_gap_s=0.2),
+        start_delay_s=0.2,
+    )
+    child = settings.start(tmp_path / "sender.log")
+    assert child.wait_for("done", 60)["interrupted"] is False
+    assert child.wait(10) == 0
+    receiver.child.signal(signal.SIGINT)
+    assert receiver.child.wait(30) == 0
+    for directory, fields, count in (
+        (tmp_path / "sent", SENT_FIELDS, 300),
+        (receiver.out, RECEIVED_FIELDS, 300),
+    ):
+        names = sorted(p.name for p in directory.iterdir() if p.suffix != ".json")
+        # Every part of the run rolled into one file at the stop, and the parts deleted.
+        assert len(names) == 1 and names[0].endswith(".rolled.parquet"), names
+        assert read_parts(directory, fields).num_rows == count
