@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from contract.formulas import percentile
-from loadgen.collector import FULL_EVERY, MIDDLE_EVERY, StepCollector, generation_for
+from loadgen.collector import FULL_EVERY, INTERVAL_NS, OVERDUE_NS, StepCollector, generation_for
 from loadgen.loghist import LogHistogram
 from loadgen.schedule import PlannedStep
 from loadgen.stepstate import FOLD_AT, StepState
@@ -86,8 +86,8 @@ def test_fold_at_bounds_the_buffer_a_second_holds():
     assert FOLD_AT * 8 <= 1024 * 1024  # at most a MiB of lags between folds
 
 
-# round -> generation: young every round, middle every 10th, all every 60th.
-GENERATIONS = {1: 0, 9: 0, MIDDLE_EVERY: 1, 20: 1, 59: 0, FULL_EVERY: 2, 120: 2, 130: 1}
+# round -> oldest generation collected: young and middle every round, all every 6th.
+GENERATIONS = {1: 1, 5: 1, FULL_EVERY: 2, 7: 1, 12: 2, 13: 1}
 
 
 @pytest.mark.parametrize("round_number", GENERATIONS)
@@ -107,15 +107,16 @@ def test_an_in_step_round_frees_cycles_made_while_automatic_gc_is_off():
     gc.disable()
     try:
         collector.start(now_mono_ns=0)
-        assert collector.due_ns == 1_000_000_000 and not collector.overdue(5_999_999_999)
-        assert collector.overdue(6_000_000_000)  # the report's fallback for a pacer behind
+        assert collector.due_ns == INTERVAL_NS
+        assert not collector.overdue(INTERVAL_NS + OVERDUE_NS - 1)
+        assert collector.overdue(INTERVAL_NS + OVERDUE_NS)  # the report's, for a pacer behind
         node = _Node()
         alive = weakref.ref(node)
         del node
         assert alive() is not None  # off: the cycle stays
         collector.collect(state, now_mono_ns=collector.due_ns)
         assert alive() is None
-        assert collector.due_ns == 2_000_000_000
+        assert collector.due_ns == 2 * INTERVAL_NS
         assert state.gc_step_collections == 1 and state.gc_step_max_ms is not None
         summary = state.summary(workers=1)
         assert summary["gc_step_max_ms"] == state.gc_step_max_ms
