@@ -1,0 +1,192 @@
+"""Soak: do the instruments hold their memory flat over a long run, and what does it leave?
+
+Runs `evbench run --sut SUT --pace RATE:SECONDS --no-analyze` as a user would (a new process,
+its own run directory), then, unless --no-analyze, `evbench analyze` on it, timed. Prints, from
+what the run wrote itself:
+
+- each instrument's RSS (sender, receiver, the lab's processes: the run's own samples,
+  `samples/processes*`, one a second): first, last and peak, and the least-squares slope after
+  the first minute (--settle-s) in MiB per hour and in bytes per event sent (the goal for a
+  soak: <= 1 MiB per hour);
+- the sender's summary per step: achieved rate, lag p99 and max, collections inside the step;
+- the record files per side;
+- with analysis: its wall time, the peak RSS of its process tree, and the report's size.
+
+    .venv/bin/python benchmarks/soak.py --sut channel-imc --pace 2000:3600        # the hour
+    .venv/bin/python benchmarks/soak.py --sut direct --pace 20000:600 --no-analyze
+    .venv/bin/python benchmarks/soak.py --quick                                    # ~2.5 min
+    .venv/bin/python benchmarks/soak.py --quick --code /tmp/old   # another checkout's code
+
+`--code DIR` runs `python -m evbench` with DIR as the working directory, so the orchestration
+and every process it starts (`python -m loadgen`, `python -m suts`, ...) import that tree's code:
+a checkout made with `git archive <commit> | tar -x -C DIR` measures an older commit in this
+virtualenv. The run directory is kept (its path is printed); --runs-dir chooses where.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import machine_line
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = ("direct", "20000:120")
+MIB = 2**20
+NS_PER_S = 1_000_000_000
+S_PER_H = 3600
+
+
+def rss_slope_mib_per_h(
+    t_ns: np.ndarray, rss_bytes: np.ndarray, from_ns: int, to_ns: int
+) -> float | None:
+    """Least-squares slope of RSS over [from_ns, to_ns], in MiB per hour; None with fewer than
+    10 samples there."""
+    keep = (t_ns >= from_ns) & (t_ns <= to_ns) & (rss_bytes > 0)  # 0: a process exiting
+    if keep.sum() < 10:
+        return None
+    hours = (t_ns[keep] - t_ns[keep][0]) / NS_PER_S / S_PER_H
+    slope, _ = np.polyfit(hours, rss_bytes[keep] / MIB, 1)
+    return float(slope)
+
+
+def evbench(args: list[str], code: Path) -> tuple[int, float, int]:
+    """`python -m evbench ARGS` in `code` (its output passed through): exit code, wall seconds
+    and the peak RSS of its process tree."""
+    started = time.perf_counter()
+    process = psutil.Popen([sys.executable, "-m", "evbench", *args], cwd=code)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, _tree_rss(process))
+        time.sleep(0.5)
+    return process.returncode, time.perf_counter() - started, peak
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = 0
+    with contextlib.suppress(psutil.Error):
+        for member in [process, *process.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):  # a child that ended meanwhile
+                total += member.memory_info().rss
+    return total
+
+
+def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) -> None:
+    files = sorted((sut_dir / "samples").glob("processes*.parquet"))
+    if not files:
+        print("  no process samples under samples/")
+        return
+    table = pq.read_table(files, columns=["t_ns", "process", "rss_bytes"]).to_pydict()
+    names = sorted(set(table["process"]))
+    print("  RSS over the steps after --settle-s (slope: least squares):")
+    print(
+        f"  {'process':<22} {'first':>8} {'last':>8} {'peak':>8}  {'slope':>11}  {'per event':>9}"
+    )
+    for name in names:
+        rows = [i for i, p in enumerate(table["process"]) if p == name]
+        t_ns = np.array([table["t_ns"][i] for i in rows], dtype=np.int64)
+        rss = np.array([table["rss_bytes"][i] for i in rows], dtype=np.float64)
+        order = np.argsort(t_ns)
+        t_ns, rss = t_ns[order], rss[order]
+        slope = rss_slope_mib_per_h(t_ns, rss, *window_ns)
+        rss = rss[rss > 0]
+        if slope is None:
+            slope_text, per_event = "too short", "-"
+        else:
+            slope_text = f"{slope:+8.1f} MiB/h"
+            per_event = f"{slope * MIB / S_PER_H / events_per_s:+.1f} B" if events_per_s else "-"
+        print(
+            f"  {name:<22} {rss[0] / MIB:>6.1f}Mi {rss[-1] / MIB:>6.1f}Mi "
+            f"{rss.max() / MIB:>6.1f}Mi  {slope_text:>11}  {per_event:>9}"
+        )
+
+
+def sender_steps(summary: dict[str, Any]) -> None:
+    print("  sender, per step:")
+    for step in summary.get("steps", []):
+        target = step["target_rate_per_s"]
+        achieved = step["achieved_send_rate_per_s"]
+        in_step = step.get("gc_step_max_ms", "-")
+        print(
+            f"    step {step['step']}: {target}/s for {step['duration_s']} s, achieved "
+            f"{100 * achieved / target:.2f} %, lag p50 {step['lag_p50_ms']} ms, "
+            f"p99 {step['lag_p99_ms']} ms, max {step['lag_max_ms']} ms, "
+            f"collections: longest in the step {in_step} ms, after it {step['gc_ms']} ms"
+        )
+
+
+def record_files(sut_dir: Path) -> None:
+    counts = {side: len(list((sut_dir / side).glob("*.parquet"))) for side in ("sent", "received")}
+    print(f"  record files: sent {counts['sent']}, received {counts['received']}")
+
+
+def report(sut_dir: Path, settle_s: float) -> None:
+    run = json.loads((sut_dir / "run.json").read_text())
+    summary = run.get("sender", {}).get("summary", {})
+    seconds = sum(s["duration_s"] for s in run["pace"]["steps"]) or 1
+    events_per_s = summary.get("sent", 0) / seconds
+    received = run.get("receiver", {}).get("stats", {}).get("received")
+    print(
+        f"{sut_dir}: status {run['status']}, pace {run['pace']['spec']}, sent "
+        f"{summary.get('sent')}, received {received}"
+    )
+    # The steps' span (gaps included), from the schedule's start: not the grace period after.
+    start_ns = run["schedule"]["start_ns"]
+    end_ns = start_ns + int(run["pace"]["duration_s"] * NS_PER_S)
+    instruments(sut_dir, (start_ns + int(settle_s * NS_PER_S), end_ns), events_per_s)
+    sender_steps(summary)
+    record_files(sut_dir)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sut", default="direct")
+    parser.add_argument("--pace", default="20000:600", help="RATE:SECONDS,... (default 20000:600)")
+    parser.add_argument("--no-analyze", action="store_true", help="skip `evbench analyze`")
+    parser.add_argument("--quick", action="store_true", help="direct 20000:120, no analysis")
+    parser.add_argument("--settle-s", type=float, default=60.0, help="left out of the slope")
+    parser.add_argument("--runs-dir", type=Path, default=None, help="default: a new temp dir")
+    parser.add_argument("--code", type=Path, default=REPO, help="the tree whose code runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.sut, args.pace = QUICK
+        args.no_analyze = True
+    runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="evbench-soak-"))
+    print(machine_line())
+    print(f"code: {args.code.resolve()}; runs: {runs_dir}")
+    run_args = ["run", "--sut", args.sut, "--pace", args.pace, "--no-analyze"]
+    code, wall_s, _ = evbench(
+        [*run_args, "--runs-dir", str(runs_dir), "--run-id", "soak"], args.code
+    )
+    print(f"evbench run: exit {code}, {wall_s:.1f} s")
+    found = sorted(runs_dir.glob(f"soak-*/{args.sut}/run.json"))
+    if not found:
+        print(f"no run.json for {args.sut} under {runs_dir}")
+        return 1
+    sut_dir = found[0].parent
+    report(sut_dir, args.settle_s)
+    if not args.no_analyze:
+        code, wall_s, peak = evbench(["analyze", str(sut_dir)], args.code)
+        html = sut_dir / "analysis" / "report.html"
+        size = f"{html.stat().st_size / MIB:.1f} MiB" if html.exists() else "missing"
+        print(
+            f"  analysis: exit {code}, {wall_s:.1f} s, peak RSS {peak / 2**30:.2f} GiB "
+            f"(process tree); report.html {size}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
