@@ -13,10 +13,11 @@ What a collection costs is what it walks, and at a high rate that is mostly the 
 at that instant (answered ones wait up to 0.1 s for the sweep), not the garbage, which comes
 at ~66 objects a second (1,314 in a 20 s step at 20,000/s, nearly all per second rather than
 per event). So rarer rounds cost the same each and less in all. Measured with `gc.get_count()`
-and the thread's CPU time on the 2-core machine, direct at 20,000 events/s (~2,000 young
-objects): a young collection 0.4-1.5 ms, young and middle 0.4-3 ms, a full one 4-8 ms; every
-second that was ~4 % of the pacer's time on a loaded machine, so: young and middle every 10 s,
-full every 60 s, ~10 ms a minute, which delays ~1 slot in 10^4 by at most the full one.
+and the thread's CPU time on the 2-core machine (busy with other jobs), direct: at 20,000/s a
+young collection each second took 0.4-3 ms (1,500-5,000 young objects), so every second ~20-60
+slots ran late by up to that; every 10 s instead, young and middle took 0.1-2.2 ms and a full
+one 1.9 ms; at 10,000/s 0.03-0.75 ms and 0.8-1.1 ms, with lag p99 2.06 ms against 2.07 ms
+before (`benchmarks/soak.py --sut direct --pace 10000:150 --no-analyze`).
 """
 
 from __future__ import annotations
