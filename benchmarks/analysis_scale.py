@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.digests import digest_of
 from analysis.export import running_quantiles
 from benchmarks.common import machine_line
-from contract.parquet import arrow_schema
+from contract.parquet import arrow_schema, dictionary_columns
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from suts.lab import LOCAL_SUTS
 
@@ -115,6 +115,7 @@ def write_sut(root: Path, sut: str, scale: int, seed: int, steps=STEPS_1K_2K) ->
                     schema=sent_schema,
                 ),
                 sent_dir / f"sent-w0-{part:06d}.parquet",
+                use_dictionary=dictionary_columns(SENT_FIELDS),  # as the sender writes them
             )
             recv_ids = ids[delivered]
             received_ns = (intended + e2e)[delivered]
@@ -136,6 +137,7 @@ def write_sut(root: Path, sut: str, scale: int, seed: int, steps=STEPS_1K_2K) ->
                     schema=recv_schema,
                 ),
                 recv_dir / f"receiver-{part:06d}.parquet",
+                use_dictionary=dictionary_columns(RECEIVED_FIELDS),
             )
             seq += n
             part += 1
