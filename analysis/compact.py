@@ -34,16 +34,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.routing import SeqRanges, routes, runs
+from analysis.routing import SeqRanges, id_seqs, runs, seq_routes
 from analysis.slices import SLICE_EVENTS, slice_keys
 from contract.errors import RecordFileError
-from contract.parquet import arrow_schema
+from contract.parquet import arrow_schema, dictionary_columns
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
 
 MANIFEST_KEY = b"evbench.parts"
 LAYOUT_KEY = b"evbench.layout"
 # A copy written by an earlier layout (a version other than this one) is compacted again.
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
+# received/ chunks carry, beside the contract's columns, the slot each id names (NO_ROUTE where
+# none: analysis.routing.id_seqs), parsed once here: a task then finds a delivery's sent event by
+# its slot rather than by a hash join of the ids (analysis.tasks).
+ID_SEQ = pa.field("id_seq", pa.int64(), nullable=False)
 # Rows of parts per chunk, about: a chunk is written in one bounded pass, and a directory that
 # grows (a run still going, records collected later) rewrites only its last chunks.
 CHUNK_ROWS = 1 << 22
@@ -179,7 +183,7 @@ def compact_sent(
             return found
         ranges = SeqRanges()
 
-        def keys(table: pa.Table) -> np.ndarray:
+        def keys(table: pa.Table) -> tuple[pa.Table, np.ndarray]:
             found = slice_keys(
                 table.column("step").to_numpy(),
                 table.column("target_rate_per_s").to_numpy(),
@@ -188,7 +192,7 @@ def compact_sent(
                 slice_events,
             )
             ranges.add(found, table)
-            return found
+            return table, found
 
         written = _write(chunk, SENT_FIELDS, copy, keys, lambda: {**expected, **_ranges(ranges)})
         return Layout(copy, *written, ranges)
@@ -211,13 +215,12 @@ def compact_received(
     def one(copy: Path, chunk: Sequence[Path]) -> Layout:
         if (found := read_layout(copy, chunk, expected)) is not None:
             return found
-        written = _write(
-            chunk,
-            RECEIVED_FIELDS,
-            copy,
-            lambda table: routes(table.column("event_id"), ranges),
-            lambda: expected,
-        )
+
+        def keys(table: pa.Table) -> tuple[pa.Table, np.ndarray]:
+            seqs = id_seqs(table.column("event_id"))
+            return table.append_column(ID_SEQ, pa.array(seqs)), seq_routes(seqs, ranges)
+
+        written = _write(chunk, RECEIVED_FIELDS, copy, keys, lambda: expected, (ID_SEQ,))
         return Layout(copy, *written)
 
     return Copy(tuple(_each_chunk(parts, directory, chunk_rows, one)))
@@ -269,22 +272,28 @@ def _write(
     parts: Sequence[Path],
     fields: Sequence[Field],
     copy: Path,
-    key_of: Callable[[pa.Table], np.ndarray],
+    key_of: Callable[[pa.Table], tuple[pa.Table, np.ndarray]],
     layout: Callable[[], dict],
+    extra: Sequence[pa.Field] = (),
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """`parts` (checked, in order) into one file at `copy`, the contract's columns only, in its
-    types; each row group holds one key's rows (`key_of` a part's rows), in part order. Returns
+    types, and the `extra` columns `key_of` adds; each row group holds one key's rows (`key_of`
+    a part's rows: the rows with their extra columns, and their keys), in part order. Returns
     the row groups' keys and rows."""
-    schema = arrow_schema(fields).with_metadata({MANIFEST_KEY: json.dumps(manifest(parts))})
+    read_schema = arrow_schema(fields)
+    schema = pa.schema([*read_schema, *extra])
+    schema = schema.with_metadata({MANIFEST_KEY: json.dumps(manifest(parts))})
     copy.parent.mkdir(parents=True, exist_ok=True)
     partial = copy.with_name(f".{copy.name}.{uuid.uuid4().hex}.tmp")
     keys: list[int] = []
     rows: list[int] = []
     try:
-        with pq.ParquetWriter(partial, schema) as writer:
+        dictionary = dictionary_columns(fields)
+        with pq.ParquetWriter(partial, schema, use_dictionary=dictionary) as writer:
             pending: dict[int, list[pa.Table]] = {}
-            for table in _read_ahead(parts, schema):
-                for key, taken in runs(key_of(table)):
+            for part in _read_ahead(parts, read_schema):
+                table, found = key_of(part)
+                for key, taken in runs(found):
                     whole = len(taken) == table.num_rows  # most parts hold one key
                     pending.setdefault(key, []).append(table if whole else table.take(taken))
                     if sum(t.num_rows for t in pending[key]) >= ROW_GROUP_ROWS:

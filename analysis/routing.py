@@ -92,13 +92,18 @@ def routes(event_ids: pa.Array | pa.ChunkedArray, ranges: SeqRanges) -> np.ndarr
     """The key each delivery's id names (int64), NO_ROUTE where none: the key (a step's slice)
     whose slot range holds the slot its id carries. Every route is NO_ROUTE when `ranges` is not
     routable (the system is read whole)."""
-    count = len(event_ids)
     if not ranges.routable or not ranges.low:
-        return np.full(count, NO_ROUTE, dtype=np.int64)
+        return np.full(len(event_ids), NO_ROUTE, dtype=np.int64)
+    return seq_routes(id_seqs(event_ids), ranges)
+
+
+def seq_routes(seqs: np.ndarray, ranges: SeqRanges) -> np.ndarray:
+    """`routes` of slots already parsed from their ids (`id_seqs`)."""
+    if not ranges.routable or not ranges.low:
+        return np.full(len(seqs), NO_ROUTE, dtype=np.int64)
     steps = sorted(ranges.low, key=ranges.low.__getitem__)
     lows = np.array([ranges.low[s] for s in steps], dtype=np.int64)
     highs = np.array([ranges.high[s] for s in steps], dtype=np.int64)
-    seqs = id_seqs(event_ids)
     at = np.clip(np.searchsorted(lows, seqs, side="right") - 1, 0, len(steps) - 1)
     inside = (seqs >= lows[at]) & (seqs <= highs[at]) & (seqs != NO_ROUTE)
     return np.where(inside, np.asarray(steps, dtype=np.int64)[at], NO_ROUTE)

@@ -262,11 +262,15 @@ def _tail(sketches: Mapping[tuple[str, int], Sketch], metric: str, step: int) ->
 
 
 def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDoc:
-    """Whole-run figures: step digests merged, step top values merged (exactly). Merged in step
+    """Whole-run figures: step digests merged, step top values merged (exactly: P99.99 is the
+    exact order statistic wherever the steps kept enough, `exact` says). Merged in step
     order: a T-Digest merge depends on its order (in the fourth digit of a median), and the
     order Spark returns the steps in is its partitioning's, which adaptive execution varies."""
     parts = [sketch for (m, _), sketch in sorted(sketches.items(), key=_by_key) if m == metric]
-    return tail_figures(merged(d for d, _ in parts), merged_top(t for _, t in parts))
+    # Each step kept as many top values as the run needs (analysis.tasks.plan): all of the
+    # run's are among theirs, so none is dropped here.
+    kept = max((len(t) for _, t in parts), default=0)
+    return tail_figures(merged(d for d, _ in parts), merged_top((t for _, t in parts), kept))
 
 
 def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:

@@ -6,13 +6,17 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from analysis.compact import compact_received, compact_sent
+from analysis.compact import Copy, Layout, compact_received, compact_sent
 from analysis.job import from_steps
-from analysis.routing import NO_ROUTE
+from analysis.routing import NO_ROUTE, SeqRanges, id_seqs
+from analysis.slices import key_of
 from analysis.steps import StepContext
 from analysis.tasks import (
+    TOP_MARGIN,
     StepTask,
     binned,
+    by_id,
+    by_slot,
     counted_events,
     on_sender_clock,
     plan,
@@ -119,6 +123,20 @@ def test_plan_makes_a_task_per_step_and_one_for_deliveries_naming_none(copies):
     assert [t.rows for t in tasks] == sorted((t.rows for t in tasks), reverse=True)
     sizes = {t.steps: t.rows for t in tasks}
     assert sizes == {(0,): 2, (1,): 4 + 4, (2,): 2, (): 1}  # (1,) received a, b twice, d
+
+
+def test_every_task_keeps_the_top_values_the_whole_runs_p9999_needs(tmp_path):
+    """Two steps of 8 M events each, in slices: the run's P99.99 needs its top 1,600 values, so
+    each slice keeps ceil(16 M x 1e-4) + TOP_MARGIN, not only what its step alone needs (800)."""
+    slices = [key_of(step, index) for step in (1, 2) for index in range(8)]
+    ranges = SeqRanges.from_json(
+        [[key, i * 10**6, (i + 1) * 10**6 - 1] for i, key in enumerate(slices)]
+    )
+    sent = Copy((Layout(tmp_path / "s", tuple(slices), (10**6,) * 16),), ranges)
+    received = Copy((Layout(tmp_path / "r", tuple(slices), (10**6,) * 16),))
+    tasks = plan({"s0": (sent, received)})
+    assert len(tasks) == 16
+    assert {t.top_k for t in tasks} == {1_600 + TOP_MARGIN}
 
 
 def test_outcomes(copies, tmp_path):
@@ -362,3 +380,42 @@ def test_a_task_of_no_step_reads_only_deliveries_naming_none(copies):
     chunks = {str(chunk.path): chunk for chunk in received.chunks}
     read = {chunks[path].keys[i] for path, groups in nowhere.received for i in groups}
     assert read == {NO_ROUTE}
+
+
+def _met(sent_ids, seqs, received):
+    sent = pa.table({"event_id": sent_ids, "seq": pa.array(seqs, pa.int64())})
+    ids = [eid for eid, _ in received]
+    table = pa.table(
+        {
+            "event_id": pa.array(ids, pa.string()),
+            "received_ns": pa.array([ns for _, ns in received], pa.int64()),
+            "id_seq": pa.array(id_seqs(pa.array(ids, pa.string())), pa.int64()),
+        }
+    )
+    return sent, table
+
+
+@pytest.mark.parametrize(
+    "received",
+    [
+        [],
+        [("r-0-5", 30), ("r-0-5", 10), ("r-0-6", 7)],  # a duplicate: its first is the least
+        [("q-0-5", 1), ("q-0-5", 2), ("r-0-9", 3), ("zz", 4)],  # prefix, past the slice, none
+        [("r-0-7", 1), ("r-0-3", 2), ("r-0-8", 5), ("r-0-4", 9)],  # below the slice's range
+    ],
+)
+def test_meeting_by_slot_equals_the_join_of_ids(received):
+    sent, table = _met(["r-0-5", "r-0-6", "r-0-8"], [5, 6, 8], received)
+    found = by_slot(sent, table)
+    assert found is not None
+    expected = by_id(sent, table)
+    order = ["event_id", "seq", "received_ns", "deliveries"]
+    assert found[0].select(order).sort_by("seq").to_pylist() == (
+        expected[0].select(order).sort_by("seq").to_pylist()
+    )
+    assert found[1] == expected[1]
+
+
+def test_two_sent_events_on_one_slot_are_met_by_the_join():
+    sent, table = _met(["r-0-5", "s-0-5"], [5, 5], [("r-0-5", 1)])
+    assert by_slot(sent, table) is None
