@@ -214,8 +214,9 @@ def _digest_metric(
     chunks: list[tuple[int | None, np.ndarray]] = [
         (int(s), np.sort(values[a:b])) for s, a, b in zip(firsts, starts, ends, strict=True)
     ]
-    # The whole step, from its values rather than merged seconds.
-    chunks.append((None, np.sort(values)))
+    # The whole step, from its values rather than merged seconds; sorted by merging the sorted
+    # seconds (a stable sort of sorted runs is a merge: 0.1 s rather than 0.35 s a million).
+    chunks.append((None, np.sort(np.concatenate([c for _, c in chunks]), kind="stable")))
     rows: dict[str, list] = {name: [] for name in DIGEST_ARROW.names}
     means, weights, offsets = [], [], [0]
     for second, chunk in chunks:
