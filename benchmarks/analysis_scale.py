@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -157,12 +158,22 @@ def write_sut(root: Path, sut: str, scale: int, seed: int, steps=STEPS_1K_2K) ->
     return events
 
 
-def time_analyze(run_dir: Path, export_knative: bool, env: dict | None = None) -> tuple[float, int]:
+def time_analyze(
+    run_dir: Path, export_knative: bool, env: dict | None = None, extra: Sequence[str] = ()
+) -> tuple[float, int]:
     """Wall seconds and the peak RSS (bytes) of the analysing process tree, JVM included."""
-    extra = ["--export-knative"] if export_knative else []
+    flags = ["--export-knative"] if export_knative else []
+    command = [sys.executable, "-m", "evbench", "analyze", str(run_dir), *flags, *extra]
+    wall, peak, _ = timed(command, env)
+    return wall, peak
+
+
+def timed(command: Sequence[str], env: dict | None = None) -> tuple[float, int, str]:
+    """Wall seconds, the peak RSS (bytes) of the process tree (sampled every 0.1 s) and the
+    stdout of `command`, run in a new process; exits naming it where it fails."""
     started = time.perf_counter()
     process = psutil.Popen(
-        [sys.executable, "-m", "evbench", "analyze", str(run_dir), *extra],
+        list(command),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -173,11 +184,11 @@ def time_analyze(run_dir: Path, export_knative: bool, env: dict | None = None) -
         peak = max(peak, tree_rss(process))
         time.sleep(0.1)
     elapsed = time.perf_counter() - started
-    _, stderr = process.communicate()
+    stdout, stderr = process.communicate()
     if process.returncode != 0:
         print(stderr[-3000:])
-        raise SystemExit("analyze failed")
-    return elapsed, peak
+        raise SystemExit(f"{' '.join(command[:4])} failed")
+    return elapsed, peak, stdout
 
 
 def tree_rss(process: psutil.Process) -> int:

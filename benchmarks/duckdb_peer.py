@@ -15,19 +15,24 @@ interpolated linearly between the nearest ranks (`quantile_cont`), as evbench's 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contract.partnames import kept_names
+
 _QUERY = """
 WITH sent AS (
     SELECT regexp_extract(filename, '([^/]+)/sent/[^/]+$', 1) AS sut, *
-    FROM read_parquet('{run}/*/sent/*.parquet', filename = true)
+    FROM read_parquet($sent, filename = true)
     WHERE NOT warmup
 ), firsts AS (
     SELECT regexp_extract(filename, '([^/]+)/received/[^/]+$', 1) AS sut, event_id,
            min(received_ns) AS received_ns, count(*) AS deliveries
-    FROM read_parquet('{run}/*/received/*.parquet', filename = true)
+    FROM read_parquet($received, filename = true)
     GROUP BY ALL
 ), joined AS (
     SELECT s.*, f.received_ns, coalesce(f.deliveries, 0) AS deliveries,
@@ -48,13 +53,24 @@ FROM joined GROUP BY sut, step ORDER BY sut, step
 """
 
 
+def record_files(run_dir: Path, side: str) -> list[str]:
+    """The files holding a side's records in every system of the run, as evbench reads them
+    (contract.partnames.kept_names): a part a rolled file already holds is not read twice."""
+    return [
+        str(directory / name)
+        for directory in sorted(run_dir.glob(f"*/{side}"))
+        for name in kept_names(os.listdir(directory))
+    ]
+
+
 def step_figures(run_dir: Path) -> tuple[float, list[dict[str, object]]]:
     """The query's seconds (connect included) and one row per (sut, step)."""
     import duckdb
 
     started = time.perf_counter()
     connection = duckdb.connect()
-    cursor = connection.execute(_QUERY.format(run=str(run_dir).replace("'", "''")))
+    files = {side: record_files(run_dir, side) for side in ("sent", "received")}
+    cursor = connection.execute(_QUERY, files)
     names = [d[0] for d in cursor.description]
     rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     return time.perf_counter() - started, rows

@@ -18,34 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.analysis_scale import agreement, tree_rss, write_sut
+from benchmarks.analysis_scale import agreement, time_analyze, timed, write_sut
 from benchmarks.common import machine_line
-
-
-def timed(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS of the process tree (bytes) and stdout of `command`."""
-    started = time.perf_counter()
-    process = psutil.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, tree_rss(process))
-        time.sleep(0.1)
-    wall = time.perf_counter() - started
-    out, err = process.communicate()
-    if process.returncode != 0:
-        print(err[-3000:])
-        raise SystemExit(f"{command[:4]} failed")
-    return wall, peak, out
 
 
 def main() -> None:
@@ -71,8 +52,7 @@ def main() -> None:
         extra = ["--slice-events", str(args.slice_events)] if args.slice_events else []
         walls = []
         for attempt in range(args.repeats):
-            command = [sys.executable, "-m", "evbench", "analyze", str(run_dir / "long"), *extra]
-            wall, peak, _ = timed(command)
+            wall, peak = time_analyze(run_dir / "long", False, extra=extra)
             walls.append(wall)
             note = " (compacting the parts first)" if attempt == 0 else " (chunks compacted)"
             print(
@@ -89,10 +69,11 @@ def main() -> None:
         )
         print(f"  {agreement(run_dir, found['steps'])}")
         summary = json.loads((run_dir / "long" / "analysis" / "summary.json").read_text())
-        step = summary["steps"][-1]
+        step, run = summary["steps"][-1], summary["latency_ms"]["e2e"]
         print(
-            f"  evbench e2e P99.99 {step['p9999_e2e_ms']} ms, exact: "
-            f"{'p9999' in step.get('e2e_exact', [])}"
+            f"  evbench e2e P99.99: the step's {step['p9999_e2e_ms']} ms (exact: "
+            f"{'p9999' in step['e2e_exact']}), the run's {run['p9999']} ms (exact: "
+            f"{'p9999' in run['exact']})"
         )
     finally:
         if args.keep is None:
