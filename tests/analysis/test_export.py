@@ -3,8 +3,11 @@
 import bisect
 import json
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
+from analysis.export import CUMULATIVE_FILES, running_batches, running_quantiles
 from analysis.job import AnalyzeOptions, analyze
 from contract.parquet import PartWriter
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow
@@ -130,3 +133,29 @@ def test_the_spikes_move_the_line_within_a_second(exported):
     before = [y for x, y in line if x < spike_start_ms]
     during = [y for x, y in line if spike_start_ms <= x < spike_start_ms + 1000]
     assert max(before) < 70 and max(during) > 200 and len(set(during)) > 20
+
+
+@pytest.mark.parametrize("batch_rows", [1, 7, 1000, 5000])
+def test_a_line_streamed_in_batches_equals_the_line_fed_whole(batch_rows):
+    """The cumulative lines come from a partition's sorted samples in batches: a line that
+    spans batches goes on from its digest and count, and a new line starts afresh."""
+    rng = np.random.default_rng(3)
+    keys = [("a", "delivery")] * 1500 + [("a", "publish")] * 700 + [("b", "delivery")] * 800
+    values = rng.gamma(2.0, 3.0, len(keys))
+    table = pa.table(
+        {
+            "sut": [k[0] for k in keys],
+            "metric": [k[1] for k in keys],
+            "sent_ns": np.arange(len(keys), dtype=np.int64),
+            "seq": np.arange(len(keys), dtype=np.int64),
+            "value_ms": values,
+        }
+    )
+    out = pa.Table.from_batches(list(running_batches(iter(table.to_batches(batch_rows)))))
+    assert out.column("sent_ns").to_pylist() == table.column("sent_ns").to_pylist()
+    for first, count in ((0, 1500), (1500, 700), (2200, 800)):
+        whole = running_quantiles(values[first : first + count])
+        got = out.slice(first, count)
+        assert got.column("n").to_pylist() == list(range(1, count + 1))
+        for i, (column, _) in enumerate(CUMULATIVE_FILES.values()):
+            assert np.array_equal(got.column(column).to_numpy(), whole[:, i])
