@@ -1,0 +1,34 @@
+"""A bad $EVBENCH_RECORD_ROLL_S is the user's wiring mistake: named before anything starts, not
+reported as the receiver failing to listen (as it was when only the instruments read it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contract.parquet import ROLL_ENV
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan"])
+def test_a_bad_roll_interval_is_named_before_a_run_starts(tmp_path: Path, value: str) -> None:
+    runs = tmp_path / "runs"
+    argv = ["run", "--sut", "direct", "--pace", "50:1", "--no-analyze", "--runs-dir", str(runs)]
+    result = subprocess.run(
+        [sys.executable, "-m", "evbench", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, ROLL_ENV: value},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    said = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and f"{ROLL_ENV}={value!r}" in said[0], result.stderr
+    assert "receiver" not in said[0]
+    assert not runs.exists() or not any(runs.iterdir())  # no run directory took the run id
