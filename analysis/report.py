@@ -36,6 +36,7 @@ from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, sche
 from contract.errors import EvbenchError
 from contract.files import write_text_atomically
 from contract.layout import SutDir, analysed_summaries, run_index_html
+from contract.parquet import part_files
 from contract.units import NS_PER_MS
 
 # A row of a table read back (a second of metrics.parquet, a point, a comparison row).
@@ -162,7 +163,9 @@ def _counts_table(summary: SummaryDoc) -> str:
 
 
 def _samples(directory: Path, prefix: str) -> list[Row]:
-    paths = sorted(directory.glob(f"{prefix}-*.parquet"))
+    """A sampler's rows: its files by the records' rule (rolled files, and the parts none of
+    them holds), so a roll cut short counts nothing twice."""
+    paths = [p for p in part_files(directory) if p.name.startswith(f"{prefix}-")]
     rows: list[Row] = []
     for path in paths:
         rows.extend(pq.read_table(path).to_pylist())

@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
+from contract.parquet import part_files
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ("direct", "20000:120")
@@ -84,7 +85,7 @@ def _tree_rss(process: psutil.Process) -> int:
 
 
 def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) -> None:
-    files = sorted((sut_dir / "samples").glob("processes*.parquet"))
+    files = [p for p in part_files(sut_dir / "samples") if p.name.startswith("processes-")]
     if not files:
         print("  no process samples under samples/")
         return
@@ -128,8 +129,11 @@ def sender_steps(summary: dict[str, Any]) -> None:
 
 
 def record_files(sut_dir: Path) -> None:
-    counts = {side: len(list((sut_dir / side).glob("*.parquet"))) for side in ("sent", "received")}
-    print(f"  record files: sent {counts['sent']}, received {counts['received']}")
+    counts = {side: len(part_files(sut_dir / side)) for side in ("sent", "received", "samples")}
+    print(
+        f"  record files: sent {counts['sent']}, received {counts['received']}; process samples "
+        f"{counts['samples']}"
+    )
 
 
 def report(sut_dir: Path, settle_s: float) -> None:

@@ -28,7 +28,7 @@ from contract.argtypes import named_url
 from contract.errors import EvbenchError
 from contract.insight import SCRAPE_DURATION_METRIC, UP_METRIC, ScrapeDoc
 from contract.layout import safe_component
-from contract.parquet import PartWriter
+from contract.parquet import PartWriter, record_roll_s
 from contract.records import METRIC_SAMPLE_FIELDS, MetricSampleRow
 
 Origin = Literal["user", "lab"]
@@ -103,7 +103,9 @@ class _Endpoint:
     def __init__(self, target: ScrapeTarget, out: Path, interval_s: float) -> None:
         self.target = target
         self.interval_s = interval_s
-        self.writer = PartWriter(out, METRIC_SAMPLE_FIELDS, prefix=f"metrics-{target.name}")
+        self.writer = PartWriter(
+            out, METRIC_SAMPLE_FIELDS, prefix=f"metrics-{target.name}", roll_s=record_roll_s()
+        )
         self.doc = ScrapeDoc(
             name=target.name,
             url=target.url,
@@ -139,6 +141,7 @@ class _Endpoint:
         with self._lock:
             self._stopped = True
             self._flush()
+            self.writer.roll()  # a day of scrapes: ~1,440 files, as the records
 
     def _run(self) -> None:
         next_tick = time.monotonic()
