@@ -204,7 +204,9 @@ def _brackets(found: dict, capacity: int) -> None:
 
 
 # Off the probe grid (200, 400, 800 and the bisection's midpoints): a capacity probed exactly
-# has no headroom, and any stall reads as a rise.
+# has no headroom, and any stall reads as a rise. Alone: a probe below the capacity "holds"
+# only with the sender on its slots (lag p99 <= 10 ms), which a busy neighbour can spoil.
+@pytest.mark.alone
 def test_a_search_brackets_the_capacity_of_the_users_http_hop(tmp_path, receiver_port):
     capacity = 730
     hop = HttpHop(f"http://127.0.0.1:{receiver_port}/", rate_per_s=capacity, queue_limit=300)
@@ -217,6 +219,7 @@ def test_a_search_brackets_the_capacity_of_the_users_http_hop(tmp_path, receiver
     _brackets(found, capacity)
 
 
+@pytest.mark.alone
 def test_a_search_brackets_the_capacity_of_the_users_kafka_source(tmp_path, receiver_port, kafka):
     capacity = 330
     create_topic(kafka, "users-events", 4, 1)
