@@ -61,10 +61,10 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
 def _machine_share(item: pytest.Item) -> Iterator[None]:
     """Under pytest-xdist, a test marked `alone` runs while the other workers wait, the rest
     side by side. An `alone` test judges the instrument's own timing by the product's rule
-    (a sender lag p99 over 10 ms is not "holds"): a 200-event probe fails it on two stalls, and
-    a neighbour's Spark job or Chromium on the same two cores made such stalls (a search that
-    holds 200/s alone was judged "sender-limited"). Two flock(2) files: `gate` gives a waiting
-    `alone` test the machine as soon as the tests running now end, before any new one starts.
+    (a sender lag p99 over 10 ms is not "holds"): a 200-event probe fails it on two stalls, which
+    a busy neighbour on the same two cores can cause (seen under -n 2, load 6.6: a search that
+    holds 200/s judged "sender-limited", lag p99 14.9 ms). Two flock(2) files: `gate` gives a
+    waiting `alone` test the machine once the tests running now end, before any new one starts.
     """
     base = getattr(item.config.option, "basetemp", None)
     if not hasattr(item.config, "workerinput") or not base:
