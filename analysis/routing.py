@@ -35,6 +35,25 @@ def id_seqs(event_ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.fill_null(seqs, NO_ROUTE), dtype=np.int64)
 
 
+def ids_carry(event_ids: pa.Array | pa.ChunkedArray, seqs: np.ndarray) -> bool:
+    """Whether every id carries its own slot: `id_seqs(event_ids) == seqs`, checked the fast way
+    where it can be. A sender's ids are one prefix and the slot (contract.records.event_id), so
+    the ids are compared with that prefix joined to each slot's decimal (0.1 s a million, where
+    the pattern takes 0.24 s); the rows of another prefix are read by the pattern."""
+    if len(seqs) == 0:
+        return True
+    first = str(event_ids[0].as_py() or "")
+    prefix = first.removesuffix(str(int(seqs[0])))
+    if prefix == first or not prefix.endswith("-") or not 0 <= seqs.min() <= seqs.max() < 10**18:
+        return bool(np.array_equal(id_seqs(event_ids), seqs))
+    expected = pc.binary_join_element_wise(prefix, pc.cast(pa.array(seqs), pa.string()), "")
+    same = np.asarray(pc.fill_null(pc.equal(event_ids, expected), False), dtype=bool)
+    if same.all():
+        return True
+    others = pc.filter(event_ids, pa.array(~same))
+    return bool(np.array_equal(id_seqs(others), seqs[~same]))
+
+
 @dataclass
 class SeqRanges:
     """Per key (a step's slice, analysis.slices), the lowest and highest slot of its sent
@@ -50,8 +69,7 @@ class SeqRanges:
         if sent.num_rows == 0:
             return
         seqs = sent.column("seq").to_numpy()
-        carried = id_seqs(sent.column("event_id"))
-        self.ids_carry_seq = self.ids_carry_seq and bool(np.array_equal(carried, seqs))
+        self.ids_carry_seq = self.ids_carry_seq and ids_carry(sent.column("event_id"), seqs)
         found = pa.table({"key": keys, "seq": seqs}).group_by("key")
         found = found.aggregate([("seq", "min"), ("seq", "max")])
         for key, low, high in zip(

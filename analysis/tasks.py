@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import ID_SEQ, Copy
+from analysis.compact import ID_SEQ, RECEIVED_KEPT, SENT_KEPT, Copy
 from analysis.digests import TOP_K
 from analysis.routing import NO_ROUTE
 from analysis.slices import index_of, step_of, top_count
@@ -37,22 +37,9 @@ from contract.clocks import Correction
 from contract.parquet import arrow_schema
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 
-# What a task reads of each side.
-SENT_COLUMNS = (
-    "event_id",
-    "seq",
-    "step",
-    "warmup",
-    "decoy",
-    "target_rate_per_s",
-    "intended_ns",
-    "sent_ns",
-    "ack_ns",
-    "status",
-    "error",
-    "worker",
-)
-RECEIVED_COLUMNS = ("event_id", "received_ns", ID_SEQ.name)
+# What a task reads of each side: what the compacted chunks keep (analysis.compact).
+SENT_COLUMNS = SENT_KEPT
+RECEIVED_COLUMNS = (*RECEIVED_KEPT, ID_SEQ.name)
 
 
 # Exact top values kept per step and latency at least (analysis.digests.TOP_K), and above the

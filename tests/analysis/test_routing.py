@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.routing import NO_ROUTE, SeqRanges, id_seqs, routes, runs
+from analysis.routing import NO_ROUTE, SeqRanges, id_seqs, ids_carry, routes, runs
 
 
 @pytest.mark.parametrize(
@@ -139,3 +139,24 @@ def test_routes_are_none_when_the_ranges_are_not_routable(ranges):
 def test_runs_split_rows_by_key_keeping_their_order(keys, expected):
     got = [(key, rows.tolist()) for key, rows in runs(np.array(keys, dtype=np.int64))]
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("ids", "seqs"),
+    [
+        (["r-0-5", "r-0-6", "r-0-7"], [5, 6, 7]),
+        (["r-0-5", "r-1-6", "q-7"], [5, 6, 7]),  # other prefixes: each still carries its slot
+        (["r-0-5", "r-0-06"], [5, 6]),  # a leading zero is not canonical
+        (["r-0-5", "r-0-7"], [5, 6]),
+        (["r-0-5", "r-1-7"], [5, 6]),  # another prefix, the wrong slot
+        (["5", "r-0-6"], [5, 6]),  # the first id has no dash
+        (["r-05", "r-6"], [5, 6]),
+        (["a-" + "1" * 19], [int("1" * 18)]),
+        ([], []),
+    ],
+)
+def test_ids_carry_their_seqs_as_the_pattern_reads_them(ids, seqs):
+    column = pa.array(ids, pa.string())
+    expected = bool(np.array_equal(id_seqs(column), np.array(seqs, dtype=np.int64)))
+    assert ids_carry(column, np.array(seqs, dtype=np.int64)) is expected
+    assert ids_carry(pa.chunked_array([column]), np.array(seqs, dtype=np.int64)) is expected
