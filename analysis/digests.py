@@ -119,6 +119,22 @@ def merged_top(tops: Iterable[np.ndarray], k: int = TOP_K) -> np.ndarray:
     return top_values(np.concatenate(parts), k) if parts else np.empty(0)
 
 
+def verified_top(parts: Iterable[tuple[fastdigest.TDigest, np.ndarray]]) -> np.ndarray:
+    """The largest values of a union of parts (each a digest and its kept top values, largest
+    first), as far as they are provably the union's: a part that kept fewer values than it
+    holds may have dropped some just under its smallest kept one, so the union's list stops
+    above the largest such value. A value it returns is exact; past its end, `quantile` falls
+    back to the digest."""
+    kept, floor = [], -np.inf
+    for digest, top in parts:
+        top = np.asarray(top, dtype=float)
+        if len(top) < int(digest.n_values):  # cut off: below its last value, others may hide
+            floor = max(floor, float(top[-1]) if len(top) else np.inf)
+        kept.append(top)
+    union = merged_top(kept, sum(len(t) for t in kept))
+    return union[union > floor]
+
+
 def quantile(digest: fastdigest.TDigest, top: np.ndarray | None, q: float) -> tuple[float, bool]:
     """(value, exact). Exact, numpy's linear interpolation, when both neighbouring order
     statistics are among the kept top values; otherwise the T-Digest's estimate."""

@@ -108,6 +108,8 @@ def running_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     key: tuple[str, str] | None = None
     digest, count = None, 0
     for batch in batches:
+        if batch.num_rows == 0:  # an empty partition's batch
+            continue
         suts, metrics = batch.column("sut").to_pylist(), batch.column("metric").to_pylist()
         starts = [
             i

@@ -16,7 +16,7 @@ import fastdigest
 import numpy as np
 
 from analysis.deaths import after_deaths, death_summaries, deaths_text, spoiled_steps
-from analysis.digests import empty_tail, merged, merged_top, tail_figures
+from analysis.digests import empty_tail, merged, tail_figures, verified_top
 from analysis.drift import drift_of
 from analysis.inputs import AnalyzeOptions, SutInputs
 from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
@@ -262,15 +262,13 @@ def _tail(sketches: Mapping[tuple[str, int], Sketch], metric: str, step: int) ->
 
 
 def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDoc:
-    """Whole-run figures: step digests merged, step top values merged (exactly: P99.99 is the
-    exact order statistic wherever the steps kept enough, `exact` says). Merged in step
+    """Whole-run figures: step digests merged, step top values merged as far as they are the
+    run's (analysis.digests.verified_top: P99.99 is exact wherever they reach its rank, and
+    `exact` says so). Merged in step
     order: a T-Digest merge depends on its order (in the fourth digit of a median), and the
     order Spark returns the steps in is its partitioning's, which adaptive execution varies."""
     parts = [sketch for (m, _), sketch in sorted(sketches.items(), key=_by_key) if m == metric]
-    # Each step kept as many top values as the run needs (analysis.tasks.plan): all of the
-    # run's are among theirs, so none is dropped here.
-    kept = max((len(t) for _, t in parts), default=0)
-    return tail_figures(merged(d for d, _ in parts), merged_top((t for _, t in parts), kept))
+    return tail_figures(merged(d for d, _ in parts), verified_top(parts))
 
 
 def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:

@@ -21,6 +21,7 @@ from analysis.digests import (
     quantile,
     tail_figures,
     top_values,
+    verified_top,
     write_per_second,
 )
 from contract.errors import EvbenchError
@@ -188,3 +189,42 @@ def test_a_digest_fed_its_values_in_order_is_the_same_digest(values):
     # (its bytes) must be the one the values in any order give.
     shuffled = np.random.default_rng(1).permutation(values)
     assert digest_of(np.sort(values)).to_bytes() == digest_of(shuffled).to_bytes()
+
+
+def _part(values, kept):
+    values = np.asarray(values, dtype=float)
+    return digest_of(values), top_values(values, kept)
+
+
+@pytest.mark.parametrize(
+    ("parts", "expected"),
+    [
+        # Nothing cut off: every value of the union.
+        ([_part([3, 1, 2], 5), _part([9, 4], 5)], [9, 4, 3, 2, 1]),
+        # A part kept 10 of its 100 values (91..100): under 91 it may hide others, so the
+        # union's list stops above it, whatever the complete part holds below.
+        (
+            [_part(range(1, 101), 10), _part([95.5, 50, 20], 5)],
+            [*range(100, 95, -1), 95.5, 95, 94, 93, 92],
+        ),
+        # Two cut off: the higher of their floors.
+        (
+            [_part(range(1, 101), 10), _part(range(50, 99), 5)],
+            [100, 99, 98, 98, 97, 97, 96, 96, 95, 95],
+        ),
+        ([_part([5.0, 6.0], 1)], []),  # kept one of two: past it, nothing is known
+    ],
+)
+def test_the_runs_top_values_are_kept_only_as_far_as_they_are_the_runs(parts, expected):
+    assert verified_top(parts).tolist() == expected
+
+
+def test_a_runs_p9999_is_exact_where_its_verified_top_reaches_its_rank():
+    rng = np.random.default_rng(5)
+    steps = [rng.gamma(2.0, 1.0, 30_000), rng.gamma(2.0, 1.0, 30_000) + 0.5]
+    parts = [_part(v, 40) for v in steps]  # each step keeps 40 of 30,000
+    union = np.concatenate(steps)
+    value, exact = quantile(merged(d for d, _ in parts), verified_top(parts), 0.9999)
+    assert exact and value == pytest.approx(np.quantile(union, 0.9999), abs=1e-12)
+    cut = [_part(v, 3) for v in steps]  # 3 of 30,000 each: the rank (7th largest) is past them
+    assert not quantile(merged(d for d, _ in cut), verified_top(cut), 0.9999)[1]

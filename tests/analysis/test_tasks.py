@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from analysis.compact import Copy, Layout, compact_received, compact_sent
+from analysis.digests import TOP_K
 from analysis.job import from_steps
 from analysis.routing import NO_ROUTE, SeqRanges, id_seqs
 from analysis.slices import key_of
@@ -125,18 +126,18 @@ def test_plan_makes_a_task_per_step_and_one_for_deliveries_naming_none(copies):
     assert sizes == {(0,): 2, (1,): 4 + 4, (2,): 2, (): 1}  # (1,) received a, b twice, d
 
 
-def test_every_task_keeps_the_top_values_the_whole_runs_p9999_needs(tmp_path):
-    """Two steps of 8 M events each, in slices: the run's P99.99 needs its top 1,600 values, so
-    each slice keeps ceil(16 M x 1e-4) + TOP_MARGIN, not only what its step alone needs (800)."""
-    slices = [key_of(step, index) for step in (1, 2) for index in range(8)]
+def test_every_slice_keeps_the_top_values_its_steps_p9999_needs(tmp_path):
+    """A step of 12 M events and one of 4 M, in slices of 1 M: each slice keeps its step's
+    ceil(n x 1e-4) + TOP_MARGIN values (at least TOP_K), not the run's: every slice's list goes
+    to the driver, and the run's count in each would grow with the square of its length."""
+    slices = [key_of(1, i) for i in range(12)] + [key_of(2, i) for i in range(4)]
     ranges = SeqRanges.from_json(
         [[key, i * 10**6, (i + 1) * 10**6 - 1] for i, key in enumerate(slices)]
     )
     sent = Copy((Layout(tmp_path / "s", tuple(slices), (10**6,) * 16),), ranges)
     received = Copy((Layout(tmp_path / "r", tuple(slices), (10**6,) * 16),))
     tasks = plan({"s0": (sent, received)})
-    assert len(tasks) == 16
-    assert {t.top_k for t in tasks} == {1_600 + TOP_MARGIN}
+    assert {(t.steps, t.top_k) for t in tasks} == {((1,), 1_200 + TOP_MARGIN), ((2,), TOP_K)}
 
 
 def test_outcomes(copies, tmp_path):
