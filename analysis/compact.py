@@ -52,7 +52,8 @@ ID_SEQ = pa.field("id_seq", pa.int64(), nullable=False)
 # The columns a chunk keeps: what the analysis' tasks read (analysis.tasks), no more. The parts
 # stay the records; a chunk is the analysis' working copy, and the rest (payload sizes, the
 # receiver's name, the CloudEvent attributes: ce_id is a second unique string per delivery) only
-# cost reading, encoding and writing again (measured on 30 M events: ...).
+# cost reading, encoding and writing again (measured on 8 M deliveries of the 30 M-event step:
+# their compaction took 2.6 s of CPU with every column, 2.3 s without).
 SENT_KEPT = (
     "event_id",
     "seq",

@@ -23,7 +23,9 @@ def load_records(
     its path instead of as a stack trace from an executor.
     """
     schema = spark_schema(fields)
-    if not check_parts(directory, fields):
+    paths = check_parts(directory, fields)
+    if not paths:
         return spark.createDataFrame([], schema)
-    # No list given: the directory, which Spark lists in one go (skipping `.`/`_` files).
-    return spark.read.schema(schema).parquet(str(directory))
+    # The files the records' rule keeps (contract.partnames), not the directory: a roll cut
+    # short leaves parts that its rolled file also holds.
+    return spark.read.schema(schema).parquet(*(str(p) for p in paths))

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.digests import digest_of
 from analysis.export import running_quantiles
 from benchmarks.common import machine_line
-from contract.parquet import arrow_schema, dictionary_columns
+from contract.parquet import arrow_schema, dictionary_columns, part_files
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from suts.lab import LOCAL_SUTS
 
@@ -240,8 +240,8 @@ def breakdown(run_dir: Path) -> None:
             print("   ", line)
     finally:
         shutil.rmtree(logs, ignore_errors=True)
-    copies = list(run_dir.glob("*/analysis/records/*.parquet"))
-    parts = [p for d in ("sent", "received") for p in run_dir.glob(f"*/{d}/*.parquet")]
+    copies = list(run_dir.glob("*/analysis/records/*/chunk-*.parquet"))
+    parts = [p for d in ("sent", "received") for s in run_dir.glob(f"*/{d}") for p in part_files(s)]
     print(f"  files the tasks read: {len(copies)} (the compacted copies of {len(parts):,} parts)")
 
 

@@ -142,6 +142,7 @@ def _checked_specs(args: argparse.Namespace) -> tuple[ConsumerSpec, ...]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from contract.parquet import record_roll_s
     from evbench.consumers import LAB_CONSUMERS, BareClientOptions
     from evbench.lab_args import check_receiver_address, lab_settings
     from evbench.memory import run_memory
@@ -167,6 +168,7 @@ def main(args: argparse.Namespace) -> int:
         )
     runs_dir = checked_runs_dir(args)
     check_receiver_address(args.receiver_host, args.receiver_port)
+    record_roll_s()  # the session's samplers read it: a bad value is named here, first
     options = MemoryOptions(
         runs_dir=runs_dir,
         run_id=args.run_id or next_run_id(runs_dir, "memory"),

@@ -15,10 +15,21 @@ from contract.parquet import ROLL_ENV
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "nan"])
-def test_a_bad_roll_interval_is_named_before_a_run_starts(tmp_path: Path, value: str) -> None:
+COMMANDS = {
+    "run": ["run", "--sut", "direct", "--pace", "50:1", "--no-analyze"],
+    "search": ["search", "--sut", "direct"],
+    "memory": ["memory", "--consumers", "confluent"],
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "value"), [("run", "abc"), ("run", "-1"), ("search", "nan"), ("memory", "abc")]
+)
+def test_a_bad_roll_interval_is_named_before_a_run_starts(
+    tmp_path: Path, command: str, value: str
+) -> None:
     runs = tmp_path / "runs"
-    argv = ["run", "--sut", "direct", "--pace", "50:1", "--no-analyze", "--runs-dir", str(runs)]
+    argv = [*COMMANDS[command], "--runs-dir", str(runs)]
     result = subprocess.run(
         [sys.executable, "-m", "evbench", *argv],
         capture_output=True,
