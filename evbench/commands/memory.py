@@ -141,16 +141,9 @@ def _checked_specs(args: argparse.Namespace) -> tuple[ConsumerSpec, ...]:
     return specs
 
 
-def main(args: argparse.Namespace) -> int:
-    from contract.parquet import record_roll_s
-    from evbench.consumers import LAB_CONSUMERS, BareClientOptions
-    from evbench.lab_args import check_receiver_address, lab_settings
-    from evbench.memory import run_memory
-    from evbench.options import MemoryOptions
-    from evbench.session_args import runs_dir as checked_runs_dir
-
-    specs = _checked_specs(args)
-    lab = [s.name for s in specs if s.client in LAB_CONSUMERS]
+def _note_bare_only(args: argparse.Namespace, lab: list[str]) -> None:
+    """Says which given flags the lab's consumers ignore: they are the lab's own processes,
+    started as the lab starts them."""
     bare_only = [
         flag
         for flag, given in (
@@ -161,11 +154,22 @@ def main(args: argparse.Namespace) -> int:
         if given
     ]
     if lab and bare_only:
-        # The lab's consumers are the lab's own processes, started as the lab starts them.
         echo(
             f"note: {', '.join(bare_only)} apply to the bare clients only, not to "
             f"{', '.join(lab)} (each scenario.json says what applied)"
         )
+
+
+def main(args: argparse.Namespace) -> int:
+    from contract.parquet import record_roll_s
+    from evbench.consumers import LAB_CONSUMERS, BareClientOptions
+    from evbench.lab_args import check_receiver_address, lab_settings
+    from evbench.memory import run_memory
+    from evbench.options import MemoryOptions
+    from evbench.session_args import runs_dir as checked_runs_dir
+
+    specs = _checked_specs(args)
+    _note_bare_only(args, [s.name for s in specs if s.client in LAB_CONSUMERS])
     runs_dir = checked_runs_dir(args)
     check_receiver_address(args.receiver_host, args.receiver_port)
     record_roll_s()  # the session's samplers read it: a bad value is named here, first
