@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.digests import centroid_pairs, digest_of, rank_error
+from analysis.digests import DIGEST_ARROW, STORED_COLUMNS, centroid_pairs, digest_of, rank_error
 from analysis.window_report import read_windows
 from analysis.windows import (
     COMPRESS_AT,
@@ -16,7 +16,7 @@ from analysis.windows import (
     quantiles,
     window_width_s,
 )
-from tests.analysis.longrun import CENTROID, digest_table, latencies_ms
+from tests.analysis.longrun import digest_table, latencies_ms
 
 
 @pytest.mark.parametrize(
@@ -77,17 +77,8 @@ def _digest_rows(values):
                 "centroids": [{"m": m, "c": c} for m, c in pairs],
             }
         )
-    schema = pa.schema(
-        [
-            ("metric", pa.string()),
-            ("step", pa.int32()),
-            ("second", pa.int64()),
-            ("n", pa.int64()),
-            ("min_ms", pa.float64()),
-            ("max_ms", pa.float64()),
-            ("centroids", pa.list_(CENTROID)),
-        ]
-    )
+    # digests.parquet's columns, as the analysis writes them.
+    schema = pa.schema([DIGEST_ARROW.field(name) for name in STORED_COLUMNS if name in rows[0]])
     return pa.Table.from_pylist(rows, schema=schema)
 
 
