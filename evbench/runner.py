@@ -36,23 +36,53 @@ _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr 
 
 
 class _Interrupts:
-    """SIGINT/SIGTERM during a run: forwarded to the sender, which stops scheduling and flushes."""
+    """SIGINT/SIGTERM during a run: forwarded to the sender, which stops scheduling and flushes.
+
+    Before the sender starts there is nothing to stop gracefully, so the handler raises
+    KeyboardInterrupt to unwind the start-up. Raised where Python cannot propagate it (a fork
+    hook while a child starts, a finalizer) it is only printed as "Exception ignored" and the
+    start-up goes on: so the count is kept, `checkpoint` raises it again between the start-up's
+    phases, `attach` forwards it to a sender started meanwhile, and such a swallowed interrupt
+    is not printed as a traceback."""
 
     def __init__(self, echo: Callable[[str], None]) -> None:
         self.echo = echo
         self.count = 0
+        self.forwarded = 0  # interrupts the sender has been sent
         self.sender: Child | None = None
         self.cleaning_up = False
         self._previous: dict[int, object] = {}
+        self._unraisable = sys.unraisablehook
 
     def __enter__(self) -> _Interrupts:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self._handle)
+        self._unraisable = sys.unraisablehook
+        sys.unraisablehook = self._ignored
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
+        sys.unraisablehook = self._unraisable
+
+    def _ignored(self, unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.count:
+            return  # ours, swallowed where it was raised: `checkpoint` and `attach` act on it
+        self._unraisable(unraisable)
+
+    def checkpoint(self) -> None:
+        """Between the start-up's phases: an interrupt swallowed where it was raised unwinds
+        the start-up now."""
+        if self.count and self.sender is None and not self.cleaning_up:
+            raise KeyboardInterrupt
+
+    def attach(self, sender: Child) -> None:
+        """The sender started: interrupts from now on stop it, and one that came while it was
+        starting (swallowed where it was raised) stops it at once."""
+        self.sender = sender
+        if self.count > self.forwarded:
+            self._forward()
 
     def _handle(self, signum: int, frame: object) -> None:
         self.count += 1
@@ -60,10 +90,15 @@ class _Interrupts:
             if not self.cleaning_up:
                 raise KeyboardInterrupt  # nothing to stop gracefully yet: unwind and clean up
             return
-        if self.count == 1:
+        self._forward()
+
+    def _forward(self) -> None:
+        assert self.sender is not None
+        if self.forwarded == 0:
             self.echo("interrupted: stopping the sender; every record written so far is kept")
         else:
             self.echo("interrupted again: not waiting for in-flight answers")
+        self.forwarded = self.count
         self.sender.signal(signal.SIGINT)
 
 
@@ -94,9 +129,11 @@ def _drive(session: Session, opts: RunOptions, interrupts: _Interrupts, live: bo
     """Start the receiver, the system and the sender; follow the run; wait for stragglers."""
     outcome, echo = session.outcome, session.echo
     session.start_receiver()
+    interrupts.checkpoint()
     session.start_system()
+    interrupts.checkpoint()
     sender = session.start_senders(session.sender_settings(opts.pace.spec))
-    interrupts.sender = sender
+    interrupts.attach(sender)
     summary, silent = _follow_sender(session, sender, opts, live)
     outcome.sender = summary if summary is not None else NotReported()
     if failure := silent or sender_failure(sender.wait(timeout_s=30), summary):
