@@ -228,3 +228,23 @@ def test_a_runs_p9999_is_exact_where_its_verified_top_reaches_its_rank():
     assert exact and value == pytest.approx(np.quantile(union, 0.9999), abs=1e-12)
     cut = [_part(v, 3) for v in steps]  # 3 of 30,000 each: the rank (7th largest) is past them
     assert not quantile(merged(d for d, _ in cut), verified_top(cut), 0.9999)[1]
+
+
+def test_a_steps_row_is_its_seconds_merged_with_its_exact_extremes():
+    """The whole step's (or slice's) row: the merge of its seconds' digests (as the driver
+    merges slices), its count, min, max and top values from every value, exact."""
+    rng = np.random.default_rng(11)
+    seconds = np.repeat(np.arange(5, dtype=np.int64), 20_000)
+    values = _spiky_latencies(len(seconds), 5)
+    column = pa.array(values)
+    rows = digest_rows("x", 1, rng.permutation(seconds), {"e2e_ms": column}).to_pylist()
+    per_second = [row for row in rows if row["second"] is not None]
+    (step,) = [row for row in rows if row["second"] is None]
+    assert len(per_second) == 5
+    expected = merged(from_bytes(row["digest"]) for row in per_second)
+    assert step["digest"] == expected.to_bytes()
+    assert step["n"] == len(values)
+    assert (step["min_ms"], step["max_ms"]) == (values.min(), values.max())
+    assert step["top_ms"] == list(top_values(values, len(step["top_ms"])))
+    exact = np.quantile(values, 0.99, method="inverted_cdf")
+    assert abs(step["p99_ms"] - exact) / exact < 0.02
