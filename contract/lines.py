@@ -151,11 +151,11 @@ class SenderStepSummary(StepIdentity, StepCounts, StepTimings):
 
 
 class TransportStats(TypedDict, total=False):
-    """What the transport adds to `step_end` and `done` (HTTP or Kafka keys). A fleet sums the
-    counts and takes the slowest of the quantiles (the float ones)."""
+    """HTTP or Kafka keys of `step_end`, `done`: a fleet sums counts, takes the slowest quantile."""
 
     connections_open: int
     connections_opened: int
+    connections_peak: int  # HTTP: most open at once in the run; a fleet's sum bounds its own
     connect_ms_p99: float | None
     connect_failures: int
     connection_waits: int

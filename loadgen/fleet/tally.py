@@ -44,7 +44,9 @@ _SAME_STEP = tuple(StepIdentity.__annotations__)
 _SUMMED_STEP = tuple(StepCounts.__annotations__)
 _SLOWEST_STEP = tuple(StepTimings.__annotations__)
 _SUMMED_DONE = tuple(SenderCounts.__annotations__)
-# Transport stats: counts add up, a quantile (a float) takes the slowest.
+# Transport stats: counts add up, a quantile (a float) takes the slowest. connections_peak (an
+# int) adds up as connections_open does: workers' peaks need not coincide, so their sum bounds
+# the fleet's peak from above; the largest one alone would understate it.
 _TRANSPORT = get_type_hints(TransportStats)
 _TRANSPORT_SLOWEST = frozenset(key for key, hint in _TRANSPORT.items() if float in get_args(hint))
 
