@@ -1,19 +1,21 @@
-"""The record directories compacted for analysis: the same rows (the columns the tasks read),
+"""The received records compacted for analysis: the same rows (the columns the tasks read),
 in chunks laid out by slice.
 
 A run writes its records as part files (contract.parquet); every reader pays per file opened, and
 the analysis' tasks want a slice's sent events and their deliveries (analysis.slices) without a
-join across the run. On first analysis each side's parts are copied, in part order, into chunks
-of at most about CHUNK_ROWS rows, `analysis/records/<side>/chunk-NNNNN.parquet`; the raw parts
-are never touched. A received chunk also holds the slot each id names (ID_SEQ).
+join across the run. The sent parts are in slot order already, so the tasks read them where they
+are (analysis.sentindex); the received parts are in arrival order, so on first analysis they are
+copied, in part order, into chunks of at most about CHUNK_ROWS rows,
+`analysis/records/received/chunk-NNNNN.parquet`; the raw parts are never touched. A chunk also
+holds the slot each id names (ID_SEQ).
 
 Each chunk is laid out for the tasks (analysis.tasks): each row group holds the rows of one key
-only, and the footer lists the key of every row group (LAYOUT_KEY): for sent/, the slice of the
-event; for received/, the slice the delivery's id names (analysis.routing), NO_ROUTE where it
-names none. A slice's task reads its row groups of every chunk, and nothing else.
+only, and the footer lists the key of every row group (LAYOUT_KEY): the slice the delivery's id
+names (analysis.routing), NO_ROUTE where it names none. A slice's task reads its row groups of
+every chunk, and nothing else.
 
 Compaction is incremental and bounded: a chunk lists the parts it holds (name, size,
-modification time) in its footer, and (received) the slot ranges it was routed by, so only a
+modification time) in its footer, and the slot ranges it was routed by, so only a
 chunk whose parts changed (more parts collected, the last chunk grown, a part replaced) is
 compacted again; each is a bounded pass (READ_AHEAD parts, BUFFERED_ROWS rows), and the chunks
 are compacted on a few threads (the reading, encoding and writing release the GIL). A chunk cut
@@ -36,10 +38,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.routing import SeqRanges, id_seqs, runs, seq_routes
-from analysis.slices import SLICE_EVENTS, slice_keys
 from contract.errors import RecordFileError
 from contract.parquet import arrow_schema, dictionary_columns
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
+from contract.records import RECEIVED_FIELDS, Field
 
 MANIFEST_KEY = b"evbench.parts"
 LAYOUT_KEY = b"evbench.layout"
@@ -49,11 +50,11 @@ LAYOUT_VERSION = 5
 # none: analysis.routing.id_seqs), parsed once here: a task then finds a delivery's sent event by
 # its slot rather than by a hash join of the ids (analysis.tasks).
 ID_SEQ = pa.field("id_seq", pa.int64(), nullable=False)
-# The columns a chunk keeps: what the analysis' tasks read (analysis.tasks), no more. The parts
-# stay the records; a chunk is the analysis' working copy, and the rest (payload sizes, the
-# receiver's name, the CloudEvent attributes: ce_id is a second unique string per delivery) only
-# cost reading, encoding and writing again (measured on 8 M deliveries of the 30 M-event step:
-# their compaction took 2.6 s of CPU with every column, 2.3 s without).
+# The columns the analysis' tasks read (analysis.tasks) of each side; all a received chunk
+# keeps. The parts stay the records; a chunk is the analysis' working copy, and the rest (payload
+# sizes, the receiver's name, the CloudEvent attributes: ce_id is a second unique string per
+# delivery) only cost reading, encoding and writing again (measured on 8 M deliveries of the 30
+# M-event step: their compaction took 2.6 s of CPU with every column, 2.3 s without).
 SENT_KEPT = (
     "event_id",
     "seq",
@@ -85,29 +86,36 @@ BUFFERED_ROWS = 2 * ROW_GROUP_ROWS
 
 @dataclass(frozen=True)
 class Layout:
-    """A compacted chunk: its path, the key of each of its row groups and their rows, and
-    (sent) its slices' slot ranges."""
+    """A file the tasks read: a compacted chunk, or (sent, analysis.sentindex) a part read in
+    place. Entries of (key, rows): one per row group of a chunk; in a part, one per slice a row
+    group holds (`group_of` says which row group)."""
 
     path: Path
     keys: tuple[int, ...]
     group_rows: tuple[int, ...]
-    ranges: SeqRanges | None = None
+    group_of: tuple[int, ...] | None = None  # None: entry i is row group i
 
     def groups(self, keys: Iterable[int]) -> tuple[int, ...]:
         """The row groups that hold these keys, in file order."""
         wanted = set(keys)
-        return tuple(i for i, k in enumerate(self.keys) if k in wanted)
+        at = self.group_of or range(len(self.keys))
+        return tuple(sorted({at[i] for i, k in enumerate(self.keys) if k in wanted}))
 
-    def rows(self, groups: Iterable[int]) -> int:
-        return sum(self.group_rows[i] for i in groups)
+    def rows_of(self, keys: Iterable[int]) -> int:
+        """The rows of these keys."""
+        wanted = set(keys)
+        return sum(rows for k, rows in zip(self.keys, self.group_rows, strict=True) if k in wanted)
 
 
 @dataclass(frozen=True)
 class Copy:
-    """A side's compacted chunks in part order; (sent) the slot range of every slice."""
+    """A side's files in part order; (sent) the slot range of every slice. `in_place`: the
+    sent parts themselves, whose row groups may hold rows of two slices, so a task keeps the
+    rows in its slice's slot range (analysis.tasks)."""
 
     chunks: tuple[Layout, ...]
     ranges: SeqRanges | None = None
+    in_place: bool = False
 
     @property
     def keys(self) -> set[int]:
@@ -162,8 +170,7 @@ def chunked(rows: Sequence[int], limit: int = CHUNK_ROWS) -> list[range]:
 
 def read_layout(copy: Path, parts: Sequence[Path], expected: dict) -> Layout | None:
     """The layout of chunk `copy` if it holds exactly these parts as they are now, in this
-    layout version, keyed as `expected` says (how slices were cut, what received was routed
-    by); None otherwise."""
+    layout version, keyed as `expected` says (what it was routed by); None otherwise."""
     try:
         metadata = pq.read_metadata(copy)
     except (pa.ArrowException, OSError):
@@ -179,52 +186,11 @@ def read_layout(copy: Path, parts: Sequence[Path], expected: dict) -> Layout | N
         return None
     if any(found.get(name) != value for name, value in expected.items()):
         return None
-    ranges = found.get("ranges")
     return Layout(
         copy,
         tuple(found["keys"]),
         tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)),
-        None if ranges is None else SeqRanges.from_json(ranges, found["ids_carry_seq"]),
     )
-
-
-def compact_sent(
-    parts: Sequence[Path],
-    directory: Path,
-    start_ns: int,
-    slice_events: int = SLICE_EVENTS,
-    chunk_rows: int = CHUNK_ROWS,
-) -> Copy:
-    """sent/'s parts into chunks under `directory`, a row group per slice run (analysis.slices),
-    each chunk unless it already holds its parts."""
-    expected = {"sliced_by": [start_ns, slice_events]}
-
-    def one(copy: Path, chunk: Sequence[Path]) -> Layout:
-        if (found := read_layout(copy, chunk, expected)) is not None:
-            return found
-        ranges = SeqRanges()
-
-        def keys(table: pa.Table) -> tuple[pa.Table, np.ndarray]:
-            found = slice_keys(
-                table.column("step").to_numpy(),
-                table.column("target_rate_per_s").to_numpy(),
-                table.column("intended_ns").to_numpy(),
-                start_ns,
-                slice_events,
-            )
-            ranges.add(found, table)
-            return table, found
-
-        kept = _kept(SENT_FIELDS, SENT_KEPT)
-        written = _write(chunk, kept, copy, keys, lambda: {**expected, **_ranges(ranges)})
-        return Layout(copy, *written, ranges)
-
-    chunks = _each_chunk(parts, directory, chunk_rows, one)
-    merged = SeqRanges()
-    for chunk in chunks:
-        assert chunk.ranges is not None  # a sent chunk carries its slices' ranges
-        merged.merge(chunk.ranges)
-    return Copy(tuple(chunks), merged)
 
 
 def compact_received(
@@ -285,10 +251,6 @@ def _part_rows(parts: Sequence[Path]) -> list[int]:
 
 def _kept(fields: Sequence[Field], names: Sequence[str]) -> list[Field]:
     return [f for f in fields if f.name in names]
-
-
-def _ranges(ranges: SeqRanges) -> dict:
-    return {"ranges": ranges.to_json(), "ids_carry_seq": ranges.ids_carry_seq}
 
 
 def _routing_json(ranges: SeqRanges) -> dict:

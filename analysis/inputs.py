@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import Copy, compact_received, compact_sent, holds
+from analysis import sentindex
+from analysis.compact import Copy, compact_received, holds
 from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
 from contract.documents import RunDoc, schedule_start_ns
@@ -103,9 +104,13 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     a bad path, and the error names the file)."""
     run = read_run_json(sut_dir)
     layout = SutDir(sut_dir)
-    sent = _checked_parts(layout.sent, SENT_FIELDS, layout.analysis_records / "sent")
     records = layout.analysis_records
-    received = _checked_parts(layout.received, RECEIVED_FIELDS, records / "received")
+    sent = _checked_parts(
+        layout.sent, SENT_FIELDS, lambda parts: sentindex.holds(records / "sent", parts)
+    )
+    received = _checked_parts(
+        layout.received, RECEIVED_FIELDS, lambda parts: holds(records / "received", parts)
+    )
     start_ns, source = schedule_start_ns(run), "run.json"
     if not start_ns and sent:
         start_ns, source = earliest_intended_ns(sent), "the earliest slot in sent/"
@@ -117,19 +122,23 @@ def check_inputs(sut_dir: Path) -> SutInputs:
     return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
 
 
-def _checked_parts(directory: Path, fields: Sequence[Field], copy: Path) -> tuple[Path, ...]:
-    """The part files of `directory`, each one's footer checked, unless the compacted chunks
-    in `copy` hold them as they are now: their footers were checked before they were copied,
-    and a part changed since would show in its size or modification time (measured: 0.6 s to
-    read the 4,680 footers of a 1k-2k matrix, 20 ms to compare the manifest)."""
+def _checked_parts(
+    directory: Path, fields: Sequence[Field], held: Callable[[Sequence[Path]], bool]
+) -> tuple[Path, ...]:
+    """The part files of `directory`, each one's footer checked, unless what the analysis made
+    of them (`held`: the received chunks, the sent index) holds them as they are now: their
+    footers were checked before they were read, and a part changed since would show in its
+    size or modification time (measured: 0.6 s to read the 4,680 footers of a 1k-2k matrix,
+    20 ms to compare the manifest)."""
     parts = part_files(directory)
-    if parts and holds(copy, parts):
+    if parts and held(parts):
         return tuple(parts)
     return tuple(check_parts(directory, fields))
 
 
 def compacted(inputs: SutInputs, slice_events: int = SLICE_EVENTS) -> SutInputs:
-    """`inputs` with its parts compacted (analysis.compact) into the SUT's analysis/records/:
+    """`inputs` with its received parts compacted (analysis.compact) and its sent parts
+    indexed (analysis.sentindex) in the SUT's analysis/records/:
     seconds of reading on the driver, which `evbench analyze` spends while Spark starts. Where
     they cannot be written, nor can the analysis' own files beside them: said, and nothing is
     analysed."""
@@ -158,7 +167,7 @@ def _copies(inputs: SutInputs, records: Path, slice_events: int) -> tuple[Copy, 
     # The single-file copies of earlier versions, superseded by the chunks.
     for old in ("sent.parquet", "received.parquet"):
         (records / old).unlink(missing_ok=True)
-    sent = compact_sent(inputs.sent_parts, records / "sent", inputs.start_ns, slice_events)
+    sent = sentindex.index_sent(inputs.sent_parts, records / "sent", inputs.start_ns, slice_events)
     assert sent.ranges is not None  # a sent copy carries its slices' slot ranges
     received = compact_received(inputs.received_parts, records / "received", sent.ranges)
     return sent, received

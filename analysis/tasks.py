@@ -1,15 +1,15 @@
 """The analysis' unit of work: one slice of one step of one system (analysis.slices), its sent
-events and their deliveries read together from the compacted chunks (analysis.compact),
-joined, and reduced to that slice's aggregates (analysis.steps) in one Arrow pass. A step's
-figures are merged from its slices' on the driver (analysis.job).
+events (read in place: analysis.sentindex) and their deliveries (compacted: analysis.compact)
+read together, joined, and reduced to that slice's aggregates (analysis.steps) in one Arrow
+pass. A step's figures are merged from its slices' on the driver (analysis.job).
 
 Spark runs the tasks (analysis.job): a few partitions per slot, each a bin of tasks, on any
 executor. No event crosses between the JVM and Python: each task reads its slice's row groups
 with pyarrow where Spark would have read them and handed them over row by row (measured on the
 3 M-event matrix: Spark's read of the narrow columns and its cogroup into Python took 3.8-6.4 s
 before any work was done; the tasks read the same rows in 0.5 s of CPU, and do everything else
-in 3.1 s more). The compacted layout is what makes a slice's data a few row groups on each side
-rather than a join across the run.
+in 3.1 s more). The records' layout is what makes a slice's data a few row groups on each side
+rather than a join across the run: the sender's parts in slot order, the deliveries compacted.
 
 A task of a routable system holds one slice, the deliveries whose ids name that slice, and
 counts as foreign the deliveries among them no sent event of the slice matches. One task per
@@ -64,6 +64,9 @@ class StepTask:
     rows: int  # sent rows + received rows: the task's size, for the order they run in
     top_k: int = TOP_K
     whole: bool = False
+    # sent/ read in place (analysis.sentindex): the slice's slot range, lowest and highest; of
+    # the row groups read, a row group at the slice's edge holds the next slice's rows too.
+    sent_slots: tuple[int, int] | None = None
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -95,9 +98,20 @@ def plan(copies: Mapping[str, tuple[Copy, Copy]]) -> list[StepTask]:
             received_reads, received_rows = _reads(received, wanted)
             k = top_k if whole or not mine else _step_top(per_step[step_of(mine[0])])
             rows_read = sent_rows + received_rows
-            task = StepTask(sut, tuple(mine), sent_reads, received_reads, rows_read, k, whole)
+            slots = _slots(sent, mine) if sent.in_place and not whole else None
+            task = StepTask(
+                sut, tuple(mine), sent_reads, received_reads, rows_read, k, whole, slots
+            )
             tasks.append(task)
     return sorted(tasks, key=lambda t: -t.rows)
+
+
+def _slots(sent: Copy, keys: Sequence[int]) -> tuple[int, int] | None:
+    """A slice's slot range, where its sent rows are read from parts shared with others."""
+    if not keys or sent.ranges is None:
+        return None
+    (key,) = keys
+    return sent.ranges.low[key], sent.ranges.high[key]
 
 
 def _step_top(rows: int) -> int:
@@ -106,12 +120,13 @@ def _step_top(rows: int) -> int:
 
 def _reads(copy: Copy, keys: Iterable[int]) -> tuple[Reads, int]:
     """The row groups of each chunk holding these keys, and their rows."""
+    keys = set(keys)
     reads, rows = [], 0
     for chunk in copy.chunks:
         groups = chunk.groups(keys)
         if groups:
             reads.append((str(chunk.path), groups))
-            rows += chunk.rows(groups)
+            rows += chunk.rows_of(keys)
     return tuple(reads), rows
 
 
@@ -149,7 +164,7 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     """The task's measured events (warmup out, the first `trim` seconds out) with their first
     delivery on the sender's clock (`received_ns`, null when none) and `deliveries`, as
     analysis.steprule reads them; and how many distinct ids were received but never sent."""
-    sent = _read(task.sent, SENT_COLUMNS)
+    sent = sent_rows(task)
     received = _read(task.received, RECEIVED_COLUMNS)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
     met = by_slot(sent, received) if task.keys and not task.whole else None
@@ -167,6 +182,17 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     # The group's key as the step pass reads it: one dictionary entry, not a string per row.
     codes = pa.array(np.zeros(events.num_rows, np.int32))
     return _with(events, "sut", pa.DictionaryArray.from_arrays(codes, [task.sut])), foreign
+
+
+def sent_rows(task: StepTask) -> pa.Table:
+    """The task's sent events: its row groups' rows, and where sent/ is read in place, of those
+    the rows in its slice's slot range (a row group at the slice's edge holds the next's too)."""
+    sent = _read(task.sent, SENT_COLUMNS)
+    if task.sent_slots is None:
+        return sent
+    seqs = sent.column("seq").to_numpy()
+    low, high = task.sent_slots
+    return sent.filter(pa.array((seqs >= low) & (seqs <= high)))
 
 
 # The per-event outcomes the 2019 export reads (analysis.steprule.outcomes), besides `duplicates`.
@@ -286,10 +312,16 @@ def by_step(events: pa.Table) -> Iterable[pa.Table]:
 
 
 def _read(reads: Reads, columns: tuple[str, ...]) -> pa.Table:
-    tables = [
-        pq.ParquetFile(path).read_row_groups(list(groups), columns=list(columns), use_threads=False)
-        for path, groups in reads
-    ]
+    """The row groups, in the contract's types: sent parts read in place may be of a run
+    recorded before a column's encoding changed (a dictionary, say)."""
+    schema = _empty(columns).schema
+    tables = []
+    for path, groups in reads:
+        table = pq.ParquetFile(path).read_row_groups(
+            list(groups), columns=list(columns), use_threads=False
+        )
+        table = table.select(list(columns))
+        tables.append(table if table.schema.types == schema.types else table.cast(schema))
     if not tables:
         return _empty(columns)
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]

@@ -1,34 +1,30 @@
-"""Compacting a record directory for analysis: the same rows, laid out by key, the raw parts
-untouched (analysis.compact)."""
+"""What the analysis makes of a record directory, the raw parts untouched: the received rows
+compacted, laid out by key (analysis.compact); the sent parts indexed by key, read in place
+(analysis.sentindex)."""
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from analysis import compact
+from analysis import compact, sentindex
 from analysis.compact import (
     ID_SEQ,
-    LAYOUT_KEY,
     RECEIVED_KEPT,
-    SENT_KEPT,
     Copy,
     Layout,
     chunked,
     compact_received,
-    compact_sent,
-    holds,
     read_layout,
 )
 from analysis.routing import NO_ROUTE, SeqRanges
-from analysis.slices import SLICE_EVENTS, key_of
+from analysis.sentindex import index_sent
+from analysis.slices import key_of
 from contract.errors import RecordFileError
-from contract.parquet import PartWriter
+from contract.parquet import PartWriter, arrow_schema
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
 
 NS = 1_000_000_000
@@ -82,7 +78,7 @@ def _ranges(copy: Copy) -> SeqRanges:
 
 
 def _sent(parts, directory, **options) -> Copy:
-    return compact_sent(parts, directory, T0, **options)
+    return index_sent(parts, directory, T0, **options)
 
 
 def _table(copy: Copy) -> pa.Table:
@@ -115,34 +111,43 @@ def _key(step: int) -> int:
     return key_of(step, 0)  # every test row is due in the schedule's first second
 
 
-@pytest.mark.parametrize("chunk_rows", [3, 1000])
-def test_the_chunks_hold_every_row_in_part_order_by_key(tmp_path, small_groups, chunk_rows):
+def test_the_index_keys_each_row_group_by_the_slices_it_holds(tmp_path):
     parts = _sent_parts(tmp_path, STEPS)
     before = {p: p.read_bytes() for p in parts}
-    copy = _sent(parts, tmp_path / "analysis" / "sent", chunk_rows=chunk_rows)
-    assert len(copy.chunks) == (6 if chunk_rows == 3 else 1)  # parts never split
-    expected = pa.concat_tables(pq.read_table(p, columns=list(SENT_KEPT)) for p in parts)
-    held = _table(copy)
-    assert held.schema.names == expected.schema.names == list(SENT_KEPT)  # what tasks read
-    assert Counter(_rows(held)) == Counter(_rows(expected))
-    for step in range(4):
-        wanted = pc.equal(expected.column("step"), step)
-        mine = pc.equal(held.column("step"), step)
-        assert _rows(held.filter(mine)) == _rows(expected.filter(wanted)), step
+    copy = _sent(parts, tmp_path / "analysis" / "sent")
+    assert copy.in_place and copy.paths() == parts  # read where they are
+    for part, layout in zip(parts, copy.chunks, strict=True):
+        (steps,) = _group_keys(part, "step")  # a part of one row group here
+        rows = pq.read_table(part, columns=["step"]).column(0).to_pylist()
+        assert dict(zip(layout.keys, layout.group_rows, strict=True)) == {
+            _key(s): rows.count(s) for s in steps
+        }
+        assert layout.groups(layout.keys) == (0,)
+    assert copy.keys == {_key(s) for s in range(4)}
     assert {p: p.read_bytes() for p in parts} == before  # raw files untouched
 
 
-def test_each_row_group_holds_one_key_and_the_footer_lists_them(tmp_path, small_groups):
-    parts = _sent_parts(tmp_path, STEPS)
-    (chunk,) = _sent(parts, tmp_path / "analysis" / "sent").chunks
-    assert [{_key(s) for s in steps} for steps in _group_keys(chunk.path, "step")] == [
-        {k} for k in chunk.keys
+def test_a_rolled_parts_row_groups_are_keyed_one_by_one(tmp_path):
+    # Rows of slices of 2 events, in row groups of 3: groups straddle slices.
+    rows = [
+        SentRow(f"x-0-{i}", i, 1, False, False, 1, T0 + i * NS, T0, None, 0, None, 0, 8)
+        for i in range(7)
     ]
-    assert set(chunk.keys) == {_key(s) for s in range(4)}
-    assert sum(chunk.group_rows) == sum(len(s) for s in STEPS)
-    assert _held(chunk.path, parts, {"sliced_by": [T0, SLICE_EVENTS]}).keys == chunk.keys
-    footer = json.loads(pq.read_metadata(chunk.path).metadata[LAYOUT_KEY])
-    assert tuple(footer["keys"]) == chunk.keys
+    table = pa.Table.from_pylist([r._asdict() for r in rows], schema=arrow_schema(SENT_FIELDS))
+    (tmp_path / "sent").mkdir()
+    pq.write_table(table, tmp_path / "sent" / "rolled.parquet", row_group_size=3)
+    copy = _sent(sorted((tmp_path / "sent").iterdir()), tmp_path / "c", slice_events=2)
+    (layout,) = copy.chunks
+    keys = [key_of(1, i) for i in range(4)]  # seconds 0-1, 2-3, 4-5, 6
+    assert list(zip(layout.keys, layout.group_rows, layout.group_of or (), strict=True)) == [
+        (keys[0], 2, 0),
+        (keys[1], 1, 0),
+        (keys[1], 1, 1),
+        (keys[2], 2, 1),
+        (keys[3], 1, 2),
+    ]
+    assert layout.groups([keys[1]]) == (0, 1) and layout.rows_of([keys[1]]) == 2
+    assert _ranges(copy).to_json() == [[k, 2 * i, min(2 * i + 1, 6)] for i, k in enumerate(keys)]
 
 
 def test_a_step_is_sliced_in_whole_seconds_bounded_in_events(tmp_path):
@@ -162,47 +167,59 @@ def test_a_step_is_sliced_in_whole_seconds_bounded_in_events(tmp_path):
     assert _ranges(copy).routable
 
 
-def test_the_footer_keeps_the_slices_ranges(tmp_path):
+def _counting(monkeypatch) -> list:
+    """Record the parts the index reads."""
+    read: list = []
+    original = sentindex._index_part
+
+    def counted(part, *args):
+        read.append(part.name)
+        return original(part, *args)
+
+    monkeypatch.setattr(sentindex, "_index_part", counted)
+    return read
+
+
+def test_the_index_keeps_the_slices_ranges_and_a_second_call_reads_no_part(tmp_path, monkeypatch):
     parts = _sent_parts(tmp_path, STEPS)
-    copy = _sent(parts, tmp_path / "analysis" / "sent", chunk_rows=5)
+    where = tmp_path / "analysis" / "sent"
+    copy = _sent(parts, where)
     expected = [[_key(0), 0, 2], [_key(1), 3, 9], [_key(2), 8, 14], [_key(3), 13, 15]]
-    assert _ranges(copy).to_json() == expected  # merged across the chunks
+    assert _ranges(copy).to_json() == expected  # merged across the parts
     assert not _ranges(copy).routable  # step 1's seq 9 lies past step 2's 8
-    again = _sent(parts, tmp_path / "analysis" / "sent", chunk_rows=5)  # from the footers
+    stamp = (where / sentindex.INDEX_NAME).stat().st_mtime_ns
+    read = _counting(monkeypatch)
+    again = _sent(parts, where)
+    assert read == [] and (where / sentindex.INDEX_NAME).stat().st_mtime_ns == stamp
     assert _ranges(again).to_json() == expected and not _ranges(again).routable
+    assert [c.keys for c in again.chunks] == [c.keys for c in copy.chunks]
+    assert sentindex.holds(where, parts)
+    other = _sent(parts, where, slice_events=1)  # sliced otherwise: indexed again
+    assert len(read) == len(parts) and other.keys == copy.keys
 
 
-def test_a_second_call_does_not_rewrite(tmp_path):
-    parts = _sent_parts(tmp_path, STEPS)
-    first = _sent(parts, tmp_path / "analysis" / "sent", chunk_rows=5)
-    stamps = [p.stat().st_mtime_ns for p in first.paths()]
-    again = _sent(parts, tmp_path / "analysis" / "sent", chunk_rows=5)
-    assert [c.keys for c in again.chunks] == [c.keys for c in first.chunks]
-    assert [p.stat().st_mtime_ns for p in again.paths()] == stamps
-
-
-def test_a_grown_directory_compacts_only_its_new_chunks(tmp_path):
+def test_a_grown_directory_indexes_only_its_new_parts(tmp_path, monkeypatch):
     parts = _sent_parts(tmp_path, [[1, 1], [1], [1, 1]])
-    first = _sent(parts, tmp_path / "c", chunk_rows=3)
-    stamps = [p.stat().st_mtime_ns for p in first.paths()]
-    parts += _sent_parts(tmp_path, [[2, 2, 2]])  # collected afterwards: a chunk of its own
-    assert not holds(tmp_path / "c", parts)
-    grown = _sent(parts, tmp_path / "c", chunk_rows=3)
-    assert [p.stat().st_mtime_ns for p in grown.paths()][:2] == stamps  # kept
-    assert len(grown.chunks) == 3 and grown.chunks[2].keys == (_key(2),)
-    assert holds(tmp_path / "c", parts)
+    _sent(parts, tmp_path / "c")
+    parts += _sent_parts(tmp_path, [[2, 2, 2]])  # collected afterwards
+    assert not sentindex.holds(tmp_path / "c", parts)
+    read = _counting(monkeypatch)
+    grown = _sent(parts, tmp_path / "c")
+    assert read == [parts[-1].name]
+    assert grown.chunks[-1].keys == (_key(2),) and sentindex.holds(tmp_path / "c", parts)
 
 
-def test_a_replaced_part_is_compacted_again_and_stale_chunks_go(tmp_path):
+def test_a_replaced_part_is_indexed_again_and_old_chunks_go(tmp_path):
     parts = _sent_parts(tmp_path, [[1], [1]])
-    copy = _sent(parts, tmp_path / "c", chunk_rows=1)
-    assert len(copy.chunks) == 2
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "chunk-00000.parquet").write_bytes(b"an earlier layout's copy")
+    _sent(parts, tmp_path / "c")
     PartWriter(parts[1].parent, SENT_FIELDS).write([_sent_row(7, 2), _sent_row(8, 2)])
     os.replace(parts[1].with_name("part-000002.parquet"), parts[1])
-    again = _sent(parts, tmp_path / "c", chunk_rows=10)
-    assert len(again.chunks) == 1 and again.keys == {_key(1), _key(2)}
-    assert _table(again).column("seq").to_pylist() == [0, 7, 8]
-    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["chunk-00000.parquet"]
+    again = _sent(parts, tmp_path / "c")
+    assert again.keys == {_key(1), _key(2)}
+    assert _ranges(again).to_json() == [[_key(1), 0, 0], [_key(2), 7, 8]]
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [sentindex.INDEX_NAME]
 
 
 @pytest.mark.parametrize("side", ["sent", "received"])

@@ -7,9 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import tasks as tasks_module
-from analysis.compact import compact_received, compact_sent
+from analysis.compact import compact_received
 from analysis.digests import QUANTILES, tail_figures
 from analysis.job import from_steps
+from analysis.sentindex import index_sent
 from analysis.slices import key_of, slice_keys, slice_seconds, top_count
 from analysis.steps import StepContext
 from analysis.tasks import plan, run
@@ -76,7 +77,7 @@ def _write_run(root, rng, spikes_every=10_000):
 def _analysed(root, slice_events, staging):
     sent_parts = sorted((root / "sent").iterdir())
     received_parts = sorted((root / "received").iterdir())
-    sent = compact_sent(sent_parts, root / f"c{slice_events}" / "sent", T0, slice_events)
+    sent = index_sent(sent_parts, root / f"c{slice_events}" / "sent", T0, slice_events)
     assert sent.ranges is not None
     received = compact_received(received_parts, root / f"c{slice_events}" / "received", sent.ranges)
     planned = plan({"x": (sent, received)})
@@ -94,6 +95,38 @@ def analysed(tmp_path_factory):
     # 1-second slices, 60 of them, each smaller than the top values its step keeps (1,024)
     sliced = _analysed(root, RATE // 2, root / "staging-sliced")
     return values, whole, sliced
+
+
+@pytest.fixture(scope="module")
+def straddled(tmp_path_factory):
+    """The run of `analysed`, its sent/ one file whose row groups of 700 rows cut across the
+    seconds (as a rolled part's flushes do across a slice's edge): sliced in seconds, and as
+    one slice."""
+    root = tmp_path_factory.mktemp("straddled")
+    _write_run(root, np.random.default_rng(7))
+    sent = pq.read_table(sorted((root / "sent").iterdir()))
+    for part in (root / "sent").iterdir():
+        part.unlink()
+    pq.write_table(sent, root / "sent" / "all.parquet", row_group_size=700)
+    return _analysed(root, RATE // 2, root / "staging-sliced")
+
+
+def test_sent_read_in_place_keeps_each_slices_rows_where_row_groups_straddle(analysed, straddled):
+    _, _, (sliced_tasks, sliced) = analysed
+    tasks, found = straddled
+    by_key = {t.keys: t for t in tasks if t.keys}
+    assert sorted(by_key) == sorted(t.keys for t in sliced_tasks if t.keys)
+    for keys, task in by_key.items():
+        assert task.sent_slots is not None
+        (_, groups), *others = task.sent
+        assert not others and len(groups) >= 2  # a second spans two or three row groups
+        assert tasks_module.sent_rows(task).num_rows == RATE, keys
+    assert found.totals == sliced.totals
+    assert found.foreign_counts == sliced.foreign_counts
+    assert found.metrics == sliced.metrics
+    assert found.points["x"].equals(sliced.points["x"])
+    for key, (_, top) in sliced.step_sketch.items():
+        assert np.array_equal(found.step_sketch[key][1], top), key
 
 
 def test_the_step_is_cut_in_slices_of_whole_seconds(analysed):

@@ -6,10 +6,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from analysis.compact import Copy, Layout, compact_received, compact_sent
+from analysis.compact import Copy, Layout, compact_received
 from analysis.digests import TOP_K
 from analysis.job import from_steps
 from analysis.routing import NO_ROUTE, SeqRanges, id_seqs
+from analysis.sentindex import index_sent
 from analysis.slices import key_of
 from analysis.steps import StepContext
 from analysis.tasks import (
@@ -81,7 +82,7 @@ def _records(directory, sent, received):
     run writes a part per second; then compacted as the job does."""
     sent_writer = PartWriter(directory / "sent", SENT_FIELDS)
     parts = [_written(sent_writer, [r for r in sent if r.step == step]) for step in (0, 1, 2)]
-    copy = compact_sent(parts, directory / "analysis" / "sent", T0)
+    copy = index_sent(parts, directory / "analysis" / "sent", T0)
     received_writer = PartWriter(directory / "received", RECEIVED_FIELDS, prefix="receiver")
     chunks = [received[i : i + 3] for i in range(0, len(received), 3)]
     received_parts = [_written(received_writer, chunk) for chunk in chunks]
