@@ -42,8 +42,9 @@ class _Interrupts:
     KeyboardInterrupt to unwind the start-up. Raised where Python cannot propagate it (a fork
     hook while a child starts, a finalizer) it is only printed as "Exception ignored" and the
     start-up goes on: so the count is kept, `checkpoint` raises it again between the start-up's
-    phases, `attach` forwards it to a sender started meanwhile, and such a swallowed interrupt
-    is not printed as a traceback."""
+    phases and when the sender has just started (which is still importing: a SIGINT would kill
+    it, and the run would read as the sender's failure), and such a swallowed interrupt is not
+    printed as a traceback."""
 
     def __init__(self, echo: Callable[[str], None]) -> None:
         self.echo = echo
@@ -78,11 +79,10 @@ class _Interrupts:
             raise KeyboardInterrupt
 
     def attach(self, sender: Child) -> None:
-        """The sender started: interrupts from now on stop it, and one that came while it was
-        starting (swallowed where it was raised) stops it at once."""
+        """The sender started: interrupts from now on stop it. One that came while it was
+        starting (swallowed where it was raised) unwinds the start-up, which stops it."""
+        self.checkpoint()
         self.sender = sender
-        if self.count > self.forwarded:
-            self._forward()
 
     def _handle(self, signum: int, frame: object) -> None:
         self.count += 1
@@ -98,7 +98,7 @@ class _Interrupts:
             self.echo("interrupted: stopping the sender; every record written so far is kept")
         else:
             self.echo("interrupted again: not waiting for in-flight answers")
-        self.forwarded = self.count
+        self.forwarded += 1
         self.sender.signal(signal.SIGINT)
 
 
