@@ -50,25 +50,11 @@ LAYOUT_VERSION = 5
 # none: analysis.routing.id_seqs), parsed once here: a task then finds a delivery's sent event by
 # its slot rather than by a hash join of the ids (analysis.tasks).
 ID_SEQ = pa.field("id_seq", pa.int64(), nullable=False)
-# The columns the analysis' tasks read (analysis.tasks) of each side; all a received chunk
-# keeps. The parts stay the records; a chunk is the analysis' working copy, and the rest (payload
-# sizes, the receiver's name, the CloudEvent attributes: ce_id is a second unique string per
-# delivery) only cost reading, encoding and writing again (measured on 8 M deliveries of the 30
-# M-event step: their compaction took 2.6 s of CPU with every column, 2.3 s without).
-SENT_KEPT = (
-    "event_id",
-    "seq",
-    "step",
-    "warmup",
-    "decoy",
-    "target_rate_per_s",
-    "intended_ns",
-    "sent_ns",
-    "ack_ns",
-    "status",
-    "error",
-    "worker",
-)
+# The columns of received/ the analysis' tasks read (analysis.tasks): all a chunk keeps. The
+# parts stay the records; a chunk is the analysis' working copy, and the rest (payload sizes,
+# the receiver's name, the CloudEvent attributes: ce_id is a second unique string per delivery)
+# only cost reading, encoding and writing again (measured on 8 M deliveries of the 30 M-event
+# step: their compaction took 2.6 s of CPU with every column, 2.3 s without).
 RECEIVED_KEPT = ("event_id", "received_ns")
 # Rows of parts per chunk, about: a chunk is written in one bounded pass, and a directory that
 # grows (a run still going, records collected later) rewrites only its last chunks.
@@ -116,6 +102,7 @@ class Copy:
     chunks: tuple[Layout, ...]
     ranges: SeqRanges | None = None
     in_place: bool = False
+    last_intended_ns: int | None = None  # (sent) the last slot's instant: the points' span
 
     @property
     def keys(self) -> set[int]:

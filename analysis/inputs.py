@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -49,10 +48,10 @@ class SutInputs:
     start_source: str
     sent_parts: tuple[Path, ...]
     received_parts: tuple[Path, ...]
-    # The last slot in sent/ (from the copy's footer, by `compacted`): the points' time span.
+    # The last slot in sent/ (from the sent index, by `compacted`): the points' time span.
     last_intended_ns: int | None = None
-    # The parts compacted into chunks per side, laid out by slice (analysis.compact): what
-    # the analysis' tasks read. None until `compacted` has run.
+    # What the analysis' tasks read, laid out by slice: the sent parts indexed
+    # (analysis.sentindex), the received compacted (analysis.compact). None until `compacted`.
     sent_copy: Copy | None = None
     received_copy: Copy | None = None
     slice_events: int = SLICE_EVENTS  # how the copies were sliced
@@ -153,10 +152,9 @@ def compacted(inputs: SutInputs, slice_events: int = SLICE_EVENTS) -> SutInputs:
             "analysis writes its files in the system's directory; check its permissions and the "
             "disk's free space"
         ) from exc
-    last = latest_intended_ns(sent.paths())
     return replace(
         inputs,
-        last_intended_ns=last,
+        last_intended_ns=sent.last_intended_ns,
         sent_copy=sent,
         received_copy=received,
         slice_events=slice_events,
@@ -195,24 +193,3 @@ def earliest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
     ]
     values = [low.as_py() for low in lows if low.is_valid]
     return min(values, default=None)
-
-
-def latest_intended_ns(sent_parts: Sequence[Path]) -> int | None:
-    """The last slot in the sent records, from the part files' footer statistics (no data
-    read); a file written without statistics is read for its `intended_ns` column."""
-
-    def last(path: Path) -> int | None:
-        meta = pq.read_metadata(path)
-        column = meta.schema.to_arrow_schema().get_field_index("intended_ns")
-        highs = []
-        for group in range(meta.num_row_groups):
-            stats = meta.row_group(group).column(column).statistics
-            if stats is None or not stats.has_min_max:
-                high = pc.max(pq.read_table(path, columns=["intended_ns"])["intended_ns"])
-                return high.as_py()
-            highs.append(stats.max)
-        return max(highs, default=None)
-
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = [high for high in pool.map(last, sent_parts) if high is not None]
-    return max(found, default=None)

@@ -57,7 +57,7 @@ def ids_carry(event_ids: pa.Array | pa.ChunkedArray, seqs: np.ndarray) -> bool:
 @dataclass
 class SeqRanges:
     """Per key (a step's slice, analysis.slices), the lowest and highest slot of its sent
-    events, gathered part by part while the sent records are compacted (`add`, `merge`), and
+    events, gathered part by part while the sent records are indexed (`add`, `merge`), and
     whether every sent id carries its own slot."""
 
     low: dict[int, int] = field(default_factory=dict)

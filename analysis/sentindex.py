@@ -13,6 +13,10 @@ CPU on two cores, a third of it encoding the copy again) and as much disk again 
 index reads five narrow columns once. It is kept per part in INDEX_NAME beside the received
 chunks, so a second analysis reads no data to plan, and a grown directory indexes only the
 parts that are new or changed (a part is known by its name, size and modification time).
+
+The tasks read the parts through hard links under PINNED: a run still writing rolls its
+per-second parts into a minute's file and deletes them (contract.parquet), which a task reading
+them tens of seconds after the index would miss; a link keeps the file the index read.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from contract.parquet import arrow_schema
 from contract.records import SENT_FIELDS
 
 INDEX_NAME = "index.json"
+PINNED = "parts"
 # An index written by another version of this rule is made again.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 # What the index reads of sent/: the slice's inputs, the slot, and the id (whether it carries
 # its slot: analysis.routing.ids_carry).
 INDEX_COLUMNS = ("event_id", "seq", "step", "target_rate_per_s", "intended_ns")
@@ -74,10 +79,31 @@ def index_sent(
         stale.unlink(missing_ok=True)
     ranges = SeqRanges()
     layouts = []
-    for part, found in zip(parts, entries, strict=True):
+    for path, found in zip(_pinned(parts, directory / PINNED), entries, strict=True):
         ranges.merge(SeqRanges.from_json(found["ranges"], found["ids_carry_seq"]))
-        layouts.append(_layout(part, found["groups"]))
-    return Copy(tuple(layouts), ranges, in_place=True)
+        layouts.append(_layout(path, found["groups"]))
+    lasts = [found["last_intended_ns"] for found in entries if found["last_intended_ns"]]
+    return Copy(tuple(layouts), ranges, in_place=True, last_intended_ns=max(lasts, default=None))
+
+
+def _pinned(parts: Sequence[Path], directory: Path) -> list[Path]:
+    """Each part as a hard link in `directory` (links to parts no longer listed removed); the
+    part itself where a link cannot be made (another file system)."""
+    directory.mkdir(exist_ok=True)
+    found: dict[str, Path] = {}
+    for part in parts:
+        link = directory / part.name
+        try:
+            if not (link.exists() and os.path.samefile(link, part)):
+                link.unlink(missing_ok=True)
+                os.link(part, link)
+            found[part.name] = link
+        except OSError:
+            found[part.name] = part
+    for stale in directory.iterdir():
+        if stale.name not in found:
+            stale.unlink(missing_ok=True)
+    return [found[part.name] for part in parts]
 
 
 def holds(directory: Path, parts: Sequence[Path]) -> bool:
@@ -100,10 +126,12 @@ def holds(directory: Path, parts: Sequence[Path]) -> bool:
 
 
 def _index_part(part: Path, start_ns: int, slice_events: int) -> dict[str, Any]:
-    """One part's row groups: [[key, rows], ...] each, its slices' slot ranges, and whether
-    its ids carry their slots. Read a row group at a time (a rolled part is a minute)."""
+    """One part's row groups: [[key, rows], ...] each, its slices' slot ranges, whether its
+    ids carry their slots, and its last slot's instant. Read a row group at a time (a rolled
+    part is a minute)."""
     ranges = SeqRanges()
     groups = []
+    last_ns: int | None = None
     try:
         file = pq.ParquetFile(part)
         for group in range(file.num_row_groups):
@@ -116,11 +144,19 @@ def _index_part(part: Path, start_ns: int, slice_events: int) -> dict[str, Any]:
                 slice_events,
             )
             ranges.add(keys, table)
+            if table.num_rows:
+                high = int(table.column("intended_ns").to_numpy().max())
+                last_ns = high if last_ns is None else max(last_ns, high)
             found, rows = np.unique(keys, return_counts=True)
             groups.append([[int(k), int(n)] for k, n in zip(found, rows, strict=True)])
     except (pa.ArrowException, OSError) as exc:
         raise RecordFileError(f"{part}: unreadable Parquet file ({exc})") from exc
-    return {"groups": groups, "ranges": ranges.to_json(), "ids_carry_seq": ranges.ids_carry_seq}
+    return {
+        "groups": groups,
+        "ranges": ranges.to_json(),
+        "ids_carry_seq": ranges.ids_carry_seq,
+        "last_intended_ns": last_ns,
+    }
 
 
 def _layout(part: Path, groups: list[list[list[int]]]) -> Layout:

@@ -27,18 +27,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from analysis.compact import ID_SEQ, RECEIVED_KEPT, SENT_KEPT, Copy
+from analysis.compact import ID_SEQ, RECEIVED_KEPT, Copy
 from analysis.digests import TOP_K
 from analysis.routing import NO_ROUTE
 from analysis.slices import index_of, step_of, top_count
 from analysis.steprule import LATENCIES_NS, latencies, outcomes
 from analysis.steps import STEP_ARROW, StepContext, aggregate_step, foreign_row
 from contract.clocks import Correction
+from contract.errors import RecordFileError
 from contract.parquet import arrow_schema
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 
-# What a task reads of each side: what the compacted chunks keep (analysis.compact).
-SENT_COLUMNS = SENT_KEPT
+# What a task reads of each side: of sent/, from the parts (analysis.sentindex); of received/,
+# what its compacted chunks keep (analysis.compact).
+SENT_COLUMNS = (
+    "event_id",
+    "seq",
+    "step",
+    "warmup",
+    "decoy",
+    "target_rate_per_s",
+    "intended_ns",
+    "sent_ns",
+    "ack_ns",
+    "status",
+    "error",
+    "worker",
+)
 RECEIVED_COLUMNS = (*RECEIVED_KEPT, ID_SEQ.name)
 
 
@@ -47,15 +62,15 @@ RECEIVED_COLUMNS = (*RECEIVED_KEPT, ID_SEQ.name)
 TOP_MARGIN = 16
 # Where a step's aggregates carry no slice (a system read whole, a part per step).
 WHOLE = 0
-# A task's files: (chunk path, its row groups to read), in part order.
+# A task's files: (path of a sent part or a received chunk, its row groups to read), in order.
 Reads = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 @dataclass(frozen=True)
 class StepTask:
     """One system's slice (`keys` of one, analysis.slices), or all its steps (a system read
-    whole), or (`keys` empty) its deliveries that name no slice: the row groups of each
-    compacted chunk that hold it, and how many exact top values each step keeps."""
+    whole), or (`keys` empty) its deliveries that name no slice: the row groups of each file
+    (sent part, received chunk) that hold it, and how many exact top values each step keeps."""
 
     sut: str
     keys: tuple[int, ...]
@@ -94,10 +109,10 @@ def plan(copies: Mapping[str, tuple[Copy, Copy]]) -> list[StepTask]:
             keys.append([])
         for mine in keys:
             wanted = received.keys if whole else set(mine) if mine else {NO_ROUTE}
-            sent_reads, sent_rows = _reads(sent, mine)
-            received_reads, received_rows = _reads(received, wanted)
+            sent_reads, sent_count = _reads(sent, mine)
+            received_reads, received_count = _reads(received, wanted)
             k = top_k if whole or not mine else _step_top(per_step[step_of(mine[0])])
-            rows_read = sent_rows + received_rows
+            rows_read = sent_count + received_count
             slots = _slots(sent, mine) if sent.in_place and not whole else None
             task = StepTask(
                 sut, tuple(mine), sent_reads, received_reads, rows_read, k, whole, slots
@@ -165,7 +180,7 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     delivery on the sender's clock (`received_ns`, null when none) and `deliveries`, as
     analysis.steprule reads them; and how many distinct ids were received but never sent."""
     sent = sent_rows(task)
-    received = _read(task.received, RECEIVED_COLUMNS)
+    received = read_rows(task.received, RECEIVED_COLUMNS)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
     met = by_slot(sent, received) if task.keys and not task.whole else None
     events, foreign = met if met is not None else by_id(sent, received)
@@ -187,7 +202,7 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
 def sent_rows(task: StepTask) -> pa.Table:
     """The task's sent events: its row groups' rows, and where sent/ is read in place, of those
     the rows in its slice's slot range (a row group at the slice's edge holds the next's too)."""
-    sent = _read(task.sent, SENT_COLUMNS)
+    sent = read_rows(task.sent, SENT_COLUMNS)
     if task.sent_slots is None:
         return sent
     seqs = sent.column("seq").to_numpy()
@@ -311,17 +326,20 @@ def by_step(events: pa.Table) -> Iterable[pa.Table]:
         yield events.filter(pa.array(steps == step))
 
 
-def _read(reads: Reads, columns: tuple[str, ...]) -> pa.Table:
+def read_rows(reads: Reads, columns: tuple[str, ...]) -> pa.Table:
     """The row groups, in the contract's types: sent parts read in place may be of a run
     recorded before a column's encoding changed (a dictionary, say)."""
     schema = _empty(columns).schema
     tables = []
     for path, groups in reads:
-        table = pq.ParquetFile(path).read_row_groups(
-            list(groups), columns=list(columns), use_threads=False
-        )
-        table = table.select(list(columns))
-        tables.append(table if table.schema.types == schema.types else table.cast(schema))
+        try:
+            table = pq.ParquetFile(path).read_row_groups(
+                list(groups), columns=list(columns), use_threads=False
+            )
+            table = table.select(list(columns))
+            tables.append(table if table.schema.types == schema.types else table.cast(schema))
+        except (pa.ArrowException, OSError) as exc:  # named here: it fails on an executor
+            raise RecordFileError(f"{path}: unreadable as the analysis reads it ({exc})") from exc
     if not tables:
         return _empty(columns)
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]

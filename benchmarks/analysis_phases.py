@@ -136,7 +136,7 @@ def task_split(run_dir: Path) -> None:
     )
     split: dict[str, float] = defaultdict(float)
     for module, name, part in (
-        (analysis.tasks, "_read", "read the row groups (pyarrow)"),
+        (analysis.tasks, "read_rows", "read the row groups (pyarrow)"),
         (analysis.steps, "write_per_second", "write the per-second digests"),
     ):
         timed(module, name, part, split, time.process_time)

@@ -240,9 +240,13 @@ def breakdown(run_dir: Path) -> None:
             print("   ", line)
     finally:
         shutil.rmtree(logs, ignore_errors=True)
-    copies = list(run_dir.glob("*/analysis/records/*/chunk-*.parquet"))
-    parts = [p for d in ("sent", "received") for s in run_dir.glob(f"*/{d}") for p in part_files(s)]
-    print(f"  files the tasks read: {len(copies)} (the compacted copies of {len(parts):,} parts)")
+    chunks = list(run_dir.glob("*/analysis/records/received/chunk-*.parquet"))
+    sent = [p for s in run_dir.glob("*/sent") for p in part_files(s)]
+    received = [p for s in run_dir.glob("*/received") for p in part_files(s)]
+    print(
+        f"  files the tasks read: {len(sent):,} sent parts and {len(chunks)} chunks of "
+        f"{len(received):,} received parts"
+    )
 
 
 def stage_lines(event_log: Path) -> list[str]:

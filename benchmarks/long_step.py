@@ -5,9 +5,10 @@ Generates one system with a single step (`--rate` events/s for `--events / --rat
 Parquet part per second per side, as runs write them before rolling; losses, duplicates, send
 failures, a foreign delivery a second, and one e2e value in 10^4 an 80 ms spike, the gap case of
 P99.99), then times `evbench analyze` as a user runs it (a new process, Spark start-up included,
-the peak RSS of the whole process tree, the JVM included): the first run compacts the parts, the
-later ones read the compacted chunks. DuckDB (benchmarks/duckdb_peer.py) runs its query on the
-raw parts, timed with its peak RSS the same way, and its exact P99.99 is compared with evbench's.
+the peak RSS of the whole process tree, the JVM included): the first run compacts the received
+parts and indexes the sent ones, the later ones read the chunks and the index. DuckDB
+(benchmarks/duckdb_peer.py) runs its query on the raw parts, timed with its peak RSS the same
+way, and its exact P99.99 is compared with evbench's.
 
     .venv/bin/python benchmarks/long_step.py [--events 30000000] [--rate 100000]
         [--repeats 2] [--keep DIR] [--slice-events N]

@@ -64,7 +64,7 @@ class SutDir:
 
     @property
     def analysis_records(self) -> Path:
-        """sent/ and received/ compacted for analysis (analysis.compact): the same rows."""
+        """What the analysis makes of sent/ and received/ (analysis.sentindex, .compact)."""
         return self.analysis / "records"
 
     @property

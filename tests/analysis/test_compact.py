@@ -23,6 +23,7 @@ from analysis.compact import (
 from analysis.routing import NO_ROUTE, SeqRanges
 from analysis.sentindex import index_sent
 from analysis.slices import key_of
+from analysis.tasks import read_rows
 from contract.errors import RecordFileError
 from contract.parquet import PartWriter, arrow_schema
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
@@ -115,7 +116,8 @@ def test_the_index_keys_each_row_group_by_the_slices_it_holds(tmp_path):
     parts = _sent_parts(tmp_path, STEPS)
     before = {p: p.read_bytes() for p in parts}
     copy = _sent(parts, tmp_path / "analysis" / "sent")
-    assert copy.in_place and copy.paths() == parts  # read where they are
+    assert copy.in_place  # read where they are, through links
+    assert all(os.path.samefile(a, b) for a, b in zip(copy.paths(), parts, strict=True))
     for part, layout in zip(parts, copy.chunks, strict=True):
         (steps,) = _group_keys(part, "step")  # a part of one row group here
         rows = pq.read_table(part, columns=["step"]).column(0).to_pylist()
@@ -219,7 +221,32 @@ def test_a_replaced_part_is_indexed_again_and_old_chunks_go(tmp_path):
     again = _sent(parts, tmp_path / "c")
     assert again.keys == {_key(1), _key(2)}
     assert _ranges(again).to_json() == [[_key(1), 0, 0], [_key(2), 7, 8]]
-    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [sentindex.INDEX_NAME]
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
+        sentindex.INDEX_NAME,
+        sentindex.PINNED,
+    ]
+
+
+def test_a_part_rolled_away_after_indexing_is_still_read_and_its_link_goes_later(tmp_path):
+    # A run still writing rolls its per-second parts into a minute's file and deletes them:
+    # the tasks read the parts the index read, through links.
+    parts = _sent_parts(tmp_path, [[1, 1], [1], [2, 2]])
+    copy = _sent(parts, tmp_path / "c")
+    rows = pq.read_table(parts[0]).num_rows
+    parts[0].unlink()
+    assert pq.read_table(copy.paths()[0]).num_rows == rows
+    assert copy.last_intended_ns == T0 + 4  # the last slot's instant, from the index
+    _sent(parts[1:], tmp_path / "c")
+    assert sorted(p.name for p in (tmp_path / "c" / sentindex.PINNED).iterdir()) == [
+        p.name for p in parts[1:]
+    ]
+
+
+def test_a_file_a_task_cannot_read_is_named(tmp_path):
+    torn = tmp_path / "sent-w0-000007.parquet"
+    torn.write_bytes(b"PAR1 torn")
+    with pytest.raises(RecordFileError, match=r"sent-w0-000007\.parquet"):
+        read_rows(((str(torn), (0,)),), ("seq",))
 
 
 @pytest.mark.parametrize("side", ["sent", "received"])
