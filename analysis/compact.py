@@ -119,10 +119,15 @@ class Copy:
         return [chunk.path for chunk in self.chunks]
 
 
+def stamp(part: Path) -> list[int]:
+    """What tells a part changed since the analysis read it: its size and modification time."""
+    stat = part.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
 def manifest(parts: Sequence[Path]) -> list[list]:
-    """What a compacted chunk holds: each part's name, size and modification time, in order."""
-    stats = [(part.name, part.stat()) for part in parts]
-    return [[name, stat.st_size, stat.st_mtime_ns] for name, stat in stats]
+    """What a compacted chunk holds: each part's name and stamp, in order."""
+    return [[part.name, *stamp(part)] for part in parts]
 
 
 def holds(directory: Path, parts: Sequence[Path]) -> bool:

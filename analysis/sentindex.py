@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,17 +32,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.compact import Copy, Layout
+from analysis.compact import Copy, Layout, stamp
 from analysis.routing import SeqRanges
 from analysis.slices import SLICE_EVENTS, slice_keys
 from contract.errors import RecordFileError
+from contract.files import write_text_atomically
 from contract.parquet import arrow_schema
 from contract.records import SENT_FIELDS
 
 INDEX_NAME = "index.json"
 PINNED = "parts"
 # An index written by another version of this rule is made again.
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 # What the index reads of sent/: the slice's inputs, the slot, and the id (whether it carries
 # its slot: analysis.routing.ids_carry).
 INDEX_COLUMNS = ("event_id", "seq", "step", "target_rate_per_s", "intended_ns")
@@ -63,18 +63,18 @@ def index_sent(
     held = _load(directory / INDEX_NAME, expected)
 
     def entry(part: Path) -> dict[str, Any]:
-        stat = part.stat()
-        known = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        known = stamp(part)
         found = held.get(part.name)
-        if found is not None and all(found.get(k) == v for k, v in known.items()):
+        if found is not None and found.get("stamp") == known:
             return found
-        return {**known, **_index_part(part, start_ns, slice_events)}
+        return {"stamp": known, **_index_part(part, start_ns, slice_events)}
 
     with ThreadPoolExecutor(max_workers=INDEX_THREADS) as pool:
         entries = list(pool.map(entry, parts))
     now = {part.name: found for part, found in zip(parts, entries, strict=True)}
     if now != held:
-        _save(directory / INDEX_NAME, {**expected, "parts": now})
+        text = json.dumps({**expected, "parts": now}, separators=(",", ":"))
+        write_text_atomically(directory / INDEX_NAME, text)
     for stale in directory.glob("chunk-*.parquet"):  # sent/ chunks of an earlier layout
         stale.unlink(missing_ok=True)
     ranges = SeqRanges()
@@ -110,19 +110,10 @@ def holds(directory: Path, parts: Sequence[Path]) -> bool:
     """Whether the index in `directory` holds exactly these parts as they are now (their
     footers were checked before it read them; a part changed since shows in its size or
     modification time)."""
-    try:
-        found = json.loads((directory / INDEX_NAME).read_text())
-        held = found["parts"] if found.get("version") == INDEX_VERSION else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    held = _load(directory / INDEX_NAME, {"version": INDEX_VERSION})
+    if list(held) != [part.name for part in parts]:
         return False
-    if not isinstance(held, dict) or list(held) != [part.name for part in parts]:
-        return False
-    for part in parts:
-        stat = part.stat()
-        found = held[part.name]
-        if [found.get("size"), found.get("mtime_ns")] != [stat.st_size, stat.st_mtime_ns]:
-            return False
-    return bool(parts)
+    return bool(parts) and all(held[part.name].get("stamp") == stamp(part) for part in parts)
 
 
 def _index_part(part: Path, start_ns: int, slice_events: int) -> dict[str, Any]:
@@ -181,13 +172,3 @@ def _load(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
         return {}
     parts = found.get("parts")
     return parts if isinstance(parts, dict) else {}
-
-
-def _save(path: Path, document: dict[str, Any]) -> None:
-    """Written whole under a temporary name, then renamed: a cut-short write is never read."""
-    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        partial.write_text(json.dumps(document, separators=(",", ":")))
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
