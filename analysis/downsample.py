@@ -2,8 +2,8 @@
 `PLOT_POINTS` points that keep its envelope, so a 24-hour run's report stays a few MB and draws
 in seconds, and a short run's lines are drawn whole.
 
-DESIGN §4: never hide oscillation behind averaging. So a bucket of seconds is never averaged:
-it keeps the points where the line was lowest and highest in it, in time order (what a
+docs/design.md §4: never hide oscillation behind averaging. So a bucket of seconds is never
+averaged: it keeps the points where the line was lowest and highest in it, in time order (what a
 screen's column of pixels would show anyway), and a bucket with no value keeps one empty point,
 so a gap stays a gap.
 """

@@ -1,4 +1,4 @@
-"""What a run saw inside the system (DESIGN §5, "Looking inside the system"): the Prometheus
+"""What a run saw inside the system (docs/design.md §5, "Looking inside the system"): the Prometheus
 samples scraped during it (samples/metrics/, contract.records.METRIC_SAMPLE_FIELDS) turned into
 the series the report plots.
 

@@ -1,5 +1,5 @@
 """A step's rule, once: its events as Arrow columns -> outcomes, totals and the figures the
-breaking-point rule reads (DESIGN §4). Spark-free (pyarrow, numpy and fastdigest only).
+breaking-point rule reads (docs/design.md §4). Spark-free (pyarrow, numpy and fastdigest only).
 
 Two callers, one rule: the Spark job's per-step pass (`analysis.steps.aggregate_step`, on an
 executor, with the summary's `analysis.summary.step_row` finishing the figures on the driver)
@@ -94,7 +94,7 @@ class StepTails:
 
 
 def outcomes(table: pa.Table) -> Outcomes:
-    """DESIGN §4, per event: ok = 2xx answer; send_failure = not ok; lost = ok but never
+    """docs/design.md §4, per event: ok = 2xx answer; send_failure = not ok; lost = ok but never
     received; duplicates. A decoy (a type the trigger should drop) is never lost: not arriving
     is `filtered`, arriving is `leaked`, a filter that let through what it should not have."""
     status = ints(table, "status")

@@ -11,8 +11,8 @@ steps (a delivery that lands in the next step's seconds, a bucket straddling a s
 `merge_seconds` and `merge_points` finish them on the driver, from a few rows per second.
 
 Before, each of these was a Spark job of its own over the joined events, six shuffles of
-millions of rows where one does. The rules are DESIGN §4's, applied by analysis.steprule, as the
-search's probe judge applies them.
+millions of rows where one does. The rules are docs/design.md §4's, applied by
+analysis.steprule, as the search's probe judge applies them.
 
 A row whose `step` is null carries a count of foreign deliveries (ids received, never sent,
 `foreign_row`) and nothing else.
@@ -68,8 +68,8 @@ TOTALS_ARROW = pa.struct(
     ]
 )
 # Sends count by sent_ns, failures and losses by intended_ns (when the event was due),
-# deliveries by received_ns (DESIGN §4). `step` and the target are those of the events due in
-# that second; null where none was.
+# deliveries by received_ns (docs/design.md §4). `step` and the target are those of the events
+# due in that second; null where none was.
 SECOND_COUNTS = ("scheduled", "send_failures", "lost", "sent", "acked", "delivered")
 SECOND_ARROW = pa.struct(
     [
@@ -268,8 +268,8 @@ def point_buckets(
 def merge_seconds(parts: Iterable[dict], start_ns: int) -> list[dict]:
     """One SUT's per-second series from its steps' parts: counts summed, the step and target of
     the events due in that second, and every second from the first to the last, so a second in
-    which nothing happened shows as zero instead of vanishing between its neighbours (DESIGN §4:
-    never hide oscillation)."""
+    which nothing happened shows as zero instead of vanishing between its neighbours
+    (docs/design.md §4: never hide oscillation)."""
     rows: dict[int, dict] = {}
     for part in parts:
         # metrics.parquet's columns, in its order: second, t_ns, step, target, the counts.

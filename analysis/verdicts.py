@@ -1,4 +1,4 @@
-"""The breaking-point rule (DESIGN §4), in one place, pure and table-tested.
+"""The breaking-point rule (docs/design.md §4), in one place, pure and table-tested.
 
 A step is judged so:
 1. *breaks* when the system failed what it was offered, beyond anything the sender's own

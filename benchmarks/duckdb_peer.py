@@ -6,10 +6,11 @@ end-to-end P50/P99/P99.99, exact publish P99.99), the analysis benchmark's peer
     .venv/bin/python benchmarks/duckdb_peer.py RUN_DIR     # prints JSON: seconds and figures
 
 DuckDB is a benchmark-only dependency (`pip install -e '.[bench]'`, `make bench`). The rules
-are DESIGN §4's, as analysis.steprule applies them: ok = a 2xx; a send failure = not ok; lost =
-ok, never received, not a decoy; duplicates = deliveries after the first; warm-up slots not
-counted; latencies on the first delivery; publish latency of 2xx answers only; quantiles
-interpolated linearly between the nearest ranks (`quantile_cont`), as evbench's exact tails are.
+are docs/design.md §4's, as analysis.steprule applies them: ok = a 2xx; a send failure = not
+ok; lost = ok, never received, not a decoy; duplicates = deliveries after the first; warm-up
+slots not counted; latencies on the first delivery; publish latency of 2xx answers only;
+quantiles interpolated linearly between the nearest ranks (`quantile_cont`), as evbench's exact
+tails are.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from evbench.instruments import start_receiver
 from loadgen.settings import SenderSettings, SendKnobs
 from suts.tansu import Tansu, create_topic
 
-# The bar a rate must clear to count as held: DESIGN §5's target for one sender process.
+# The bar a rate must clear to count as held: docs/design.md §5's target for one sender process.
 LAG_BAR_MS = 1.0
 
 

@@ -179,7 +179,7 @@ class RecordsOnDiskDoc(TypedDict):
 
 
 class RunDoc(TypedDict):
-    """run.json: everything that shaped a run (DESIGN §3). Written by `evbench run` (at the
+    """run.json: everything that shaped a run (docs/design.md §3). Written by `evbench run` (at the
     schedule start with status "running", again at the end) and by `evbench import-knative`.
     The type is what today's writers write; the analysis reads older documents that lack keys
     (a run.json from before `schedule` existed still analyses)."""

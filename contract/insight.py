@@ -1,7 +1,7 @@
-"""What a run saw inside the system (DESIGN §5, "Looking inside the system"), as run.json records
-it: the Prometheus endpoints it scraped and the profiles it took. The samples themselves are
-records (contract.records.METRIC_SAMPLE_FIELDS, under samples/metrics/); profiles are files under
-profiles/step-<N>/ (contract.layout.SutDir.step_profiles), stored as they came.
+"""What a run saw inside the system (docs/design.md §5, "Looking inside the system"), as run.json
+records it: the Prometheus endpoints it scraped and the profiles it took. The samples themselves
+are records (contract.records.METRIC_SAMPLE_FIELDS, under samples/metrics/); profiles are files
+under profiles/step-<N>/ (contract.layout.SutDir.step_profiles), stored as they came.
 
 Written by evbench.scrape and evbench.profiles, read by the analysis' report."""
 

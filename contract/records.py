@@ -1,4 +1,4 @@
-"""The record contract shared by sender, receiver and analysis (DESIGN §3).
+"""The record contract shared by sender, receiver and analysis (docs/design.md §3).
 
 Standard library only: every other schema (Arrow/Parquet here, Spark in the analysis) is derived
 from the field tuples below, so there is exactly one place where a column is named, typed and
@@ -231,8 +231,8 @@ ROW_TYPES: dict[type[tuple[object, ...]], tuple[Field, ...]] = {
     MemorySampleRow: MEMORY_SAMPLE_FIELDS,
 }
 
-# Every event this suite sends carries its id three ways (DESIGN §3): intermediaries such as a
-# KafkaSource rewrite ce-id, so the extension attribute and the payload carry it too.
+# Every event this suite sends carries its id three ways (docs/design.md §3): intermediaries such
+# as a KafkaSource rewrite ce-id, so the extension attribute and the payload carry it too.
 EVENT_ID_HEADER = "ce-evbenchid"
 EVENT_TYPE = "dev.evbench.measure"
 WARMUP_EVENT_TYPE = "dev.evbench.warmup"

@@ -1,6 +1,6 @@
 """Time units, defined once: every instant and duration in the records is integer nanoseconds
-(DESIGN §3), and these are the factors that turn them into what people read. Standard library
-only (nothing at all, in fact), like the rest of the floor."""
+(docs/design.md §3), and these are the factors that turn them into what people read. Standard
+library only (nothing at all, in fact), like the rest of the floor."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The import floors of DESIGN §2, read from the source (nothing is imported or run).
+"""The import floors of docs/design.md §2, read from the source (nothing is imported or run).
 
 - the shared floor, `contract`, imports nothing else of the project, and of the outside
   world only the standard library and pyarrow;

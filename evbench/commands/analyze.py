@@ -149,7 +149,7 @@ def analyze_path(
     """Exit code: 0, or 1 when an instrument of any analysed system failed. Spark's start-up
     messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
     plot (analysis.insight); `slice_events` bounds the unit of work (analysis.slices)."""
-    # Spark is imported here only, so the instruments' processes never load it (DESIGN §2).
+    # Spark is imported here only, so the instruments' processes never load it (docs/design.md §2).
     from analysis.inputs import inputs_for
     from analysis.memory_job import is_memory_run
 
