@@ -71,7 +71,7 @@ def _past_ns() -> str:
 # (id, argv for a fresh directory, what the one error line must hold)
 _CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     (
-        "payload-bytes 1 (the README's minimum)",
+        "payload-bytes 1 (docs/cli.md's minimum)",
         lambda t: [*_run(t), "--sut", "direct", "--payload-bytes", "1"],
         "--payload-bytes: 1 is out of range: use at least 64 bytes",
     ),
