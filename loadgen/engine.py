@@ -36,7 +36,7 @@ from contract.units import MS_PER_S, NS_PER_MS
 from loadgen.collector import StepCollector
 from loadgen.recorder import NO_TIME, RowPlan, SentRecorder, is_decoy
 from loadgen.request import DECOY, MEASURE, WARMUP, Request, Transport
-from loadgen.schedule import NS_PER_S, PlannedStep
+from loadgen.schedule import NS_PER_S, PlannedStep, WorkerSlots, worker_slots
 from loadgen.stepstate import FOLD_AT, StepState
 from loadgen.ticker import Ticker, every
 from loadgen.window import Window
@@ -50,15 +50,12 @@ _SWEEP_INTERVAL_S = 0.1
 class _Cursor:
     """Where the pacer is within the current step: the next slot index of this worker."""
 
-    __slots__ = ("done", "end", "index", "state", "step")
+    __slots__ = ("done", "index", "slots", "state")
 
-    def __init__(
-        self, step: PlannedStep, state: StepState, first: int, done: asyncio.Future[None]
-    ) -> None:
-        self.step = step
+    def __init__(self, slots: WorkerSlots, state: StepState, done: asyncio.Future[None]) -> None:
+        self.slots = slots
         self.state = state
-        self.index = first
-        self.end = step.events
+        self.index = slots.first
         self.done = done
 
 
@@ -191,14 +188,13 @@ class Engine:
             "start_ns": state.start_ns,
         }
         self.emit(line)
-        first = (self.worker - step.first_seq) % self.workers
-        cursor = _Cursor(step, state, first, loop.create_future())
+        cursor = _Cursor(worker_slots(step, self.worker, self.workers), state, loop.create_future())
         self._cursor = cursor
         # Automatic collections would run wherever an allocation trips them, amid due slots:
         # in a step the pacer collects itself at its idle moments (loadgen.collector).
         gc.disable()
         self.collector.start(time.monotonic_ns())
-        if cursor.index >= cursor.end:
+        if cursor.index >= cursor.slots.end:
             cursor.done.set_result(None)
         else:
             self._on_tick()
@@ -207,46 +203,39 @@ class Engine:
         return state
 
     def _on_tick(self) -> None:
-        """Start every slot that is due, then re-arm the timer for the next one."""
+        """Start every slot the schedule says is due, then re-arm the timer for the next one."""
         cursor = self._cursor
         if cursor is None or cursor.done.done():
             return
-        step = cursor.step
-        state = cursor.state
-        rate = step.rate_per_s
-        workers = self.workers
-        offset0 = step.start_offset_ns
+        slots, state = cursor.slots, cursor.state
+        step, stride = slots.step, slots.stride
         wall0 = self.start_ns
         mono0 = self._mono(wall0)
         clock = time.monotonic_ns
         now = clock()
         index = cursor.index
-        end = cursor.end
+        due_end = slots.due_end(now - mono0)
+        if index < due_end:
+            state.wake_jitter_ns.append(now - mono0 - slots.offset_ns(index))
         fired = 0
-        due = mono0 + offset0 + index * NS_PER_S // rate
-        if due <= now:
-            state.wake_jitter_ns.append(now - due)
-        while index < end:
-            offset = offset0 + index * NS_PER_S // rate
-            due = mono0 + offset
-            if due > now:
-                now = clock()
-                if due > now:
-                    break
+        while index < due_end:
             if fired == _MAX_SLOTS_PER_WAKE:
                 # Behind schedule: let the loop read answers, then carry on at once.
                 cursor.index = index
                 asyncio.get_running_loop().call_soon(self._on_tick)
                 return
-            self._fire(state, step, step.first_seq + index, wall0 + offset)
+            self._fire(state, step, slots.seq(index), wall0 + slots.offset_ns(index))
             fired += 1
-            index += workers
+            index += stride
+            if index >= due_end:  # slots may have come due while these started
+                now = clock()
+                due_end = slots.due_end(now - mono0)
         cursor.index = index
-        if index >= end:
+        if index >= slots.end:
             cursor.done.set_result(None)
             return
         assert self._ticker is not None
-        self._ticker.arm(mono0 + offset0 + index * NS_PER_S // rate)
+        self._ticker.arm(mono0 + slots.offset_ns(index))
         # Every due slot started and the next one armed: the least costly moment for chores.
         if now >= self.collector.due_ns:
             self.collector.collect(state, now)

@@ -84,17 +84,51 @@ def plan_steps(
     return tuple(planned)
 
 
-def step_slots(step: PlannedStep, worker: int = 0, workers: int = 1) -> Iterator[Slot]:
+@dataclass(frozen=True, slots=True)
+class WorkerSlots:
+    """One worker's share of a step's slots, by index within the step: indices `first`,
+    `first + stride`, ... below `end`. The engine's pacer walks exactly this (which slots are due
+    now, when the next one is), so the schedule tested here is the one that runs; the methods are
+    plain arithmetic because the pacer calls them once per slot."""
+
+    step: PlannedStep
+    first: int
+    stride: int
+
+    @property
+    def end(self) -> int:
+        return self.step.events
+
+    def seq(self, index: int) -> int:
+        return self.step.first_seq + index
+
+    def offset_ns(self, index: int) -> int:
+        """Slot `index`'s intended send time, from the schedule's start."""
+        return self.step.start_offset_ns + index * NS_PER_S // self.step.rate_per_s
+
+    def due_end(self, elapsed_ns: int) -> int:
+        """How many of the step's slots (every worker's) are due `elapsed_ns` after the
+        schedule's start: slot i is due when `offset_ns(i) <= elapsed_ns`, that is when
+        `i * 1e9 < (since + 1) * rate` with `since` the time since the step's start."""
+        since_ns = elapsed_ns - self.step.start_offset_ns
+        if since_ns < 0:
+            return 0
+        due = ((since_ns + 1) * self.step.rate_per_s + NS_PER_S - 1) // NS_PER_S
+        return min(self.step.events, due)
+
+
+def worker_slots(step: PlannedStep, worker: int = 0, workers: int = 1) -> WorkerSlots:
+    """Worker `worker`'s share of `step`: the slots whose seq is `worker` modulo `workers`."""
     if not 0 <= worker < workers:
         raise ValueError(f"worker {worker} is not in 0..{workers - 1}")
-    first = (worker - step.first_seq) % workers
-    for index in range(first, step.events, workers):
+    return WorkerSlots(step, (worker - step.first_seq) % workers, workers)
+
+
+def step_slots(step: PlannedStep, worker: int = 0, workers: int = 1) -> Iterator[Slot]:
+    share = worker_slots(step, worker, workers)
+    for index in range(share.first, share.end, share.stride):
         yield Slot(
-            step.first_seq + index,
-            step.number,
-            step.start_offset_ns + index * NS_PER_S // step.rate_per_s,
-            step.rate_per_s,
-            step.warmup,
+            share.seq(index), step.number, share.offset_ns(index), step.rate_per_s, step.warmup
         )
 
 

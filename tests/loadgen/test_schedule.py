@@ -1,9 +1,10 @@
+import dataclasses
 import itertools
 
 import pytest
 
 from loadgen.pace import Step
-from loadgen.schedule import NS_PER_S, plan_steps, schedule
+from loadgen.schedule import NS_PER_S, plan_steps, schedule, worker_slots
 
 PACES = [
     [Step(1000, 30), Step(1100, 30), Step(100, 60)],
@@ -68,3 +69,32 @@ def test_a_probe_continues_the_step_and_slot_numbers_of_the_last():
     assert (only.number, only.first_seq, only.start_offset_ns) == (4, 1200, 0)
     slots = list(schedule([only]))
     assert (slots[0].seq, slots[-1].seq, {s.step for s in slots}) == (1200, 1399, {4})
+
+
+# The pacer asks the schedule which slots are due (`due_end`) rather than working the offsets out
+# itself: the count must agree, to the nanosecond, with the slots' own offsets.
+@pytest.mark.parametrize(
+    ("rate_per_s", "duration_s", "start_offset_ns"),
+    [(1, 3, 0), (7, 3, 5 * NS_PER_S), (3, 2, 1), (1000, 1, 0), (20_000, 1, 2 * NS_PER_S)],
+)
+def test_due_end_counts_exactly_the_slots_whose_time_has_come(
+    rate_per_s, duration_s, start_offset_ns
+):
+    (step,) = plan_steps([Step(rate_per_s, duration_s)], 0)
+    step = dataclasses.replace(step, start_offset_ns=start_offset_ns)
+    share = worker_slots(step)
+    offsets = [share.offset_ns(i) for i in range(share.end)]
+    # every slot's instant, the nanosecond before it and after it, and both ends of the step
+    probes = {o + d for o in offsets for d in (-1, 0, 1)} | {0, step.end_offset_ns + NS_PER_S}
+    for elapsed_ns in sorted(probes):
+        assert share.due_end(elapsed_ns) == sum(o <= elapsed_ns for o in offsets), elapsed_ns
+
+
+@pytest.mark.parametrize(
+    ("first_seq", "worker", "workers", "first"),
+    [(0, 0, 1, 0), (0, 1, 3, 1), (10, 0, 3, 2), (10, 1, 3, 0), (7, 6, 7, 6)],
+)
+def test_a_workers_first_slot_is_the_first_whose_seq_is_its_own(first_seq, worker, workers, first):
+    (step,) = plan_steps([Step(100, 1)], 0, first_seq=first_seq)
+    share = worker_slots(step, worker, workers)
+    assert share.first == first and share.seq(first) % workers == worker
