@@ -1,14 +1,15 @@
 # Two commands, on a machine with only Python 3.11 and the package registries:
 #   make run    the main job (every local system at the 1k-2k pace, then the reports)
-#   make test   lint, type checks and the whole test suite
-# Each bootstraps .venv itself and refreshes it when pyproject.toml changes.
+#   make test   lint, type checks and the whole test suite (CI's command)
+# Each bootstraps .venv itself and refreshes it when pyproject.toml changes. While working:
+#   make check  lint, type checks and the fast tier of the tests, in under a minute
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench bench-tools bench-peers clean chromium iproute2
+.PHONY: run test check lint bench bench-tools bench-peers clean chromium iproute2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,13 @@ test: $(STAMP) chromium iproute2
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# The inner loop: the tests that need no Spark, no browser (Chromium) and no child process.
+# tests/tiers.py sets each test's tier from what it uses (tests/e2e/, the `spark` fixture, the
+# process fixtures, the e2e and browser markers), and under --fast fails a fast-tier test that
+# starts a process anyway, so the tier stays right as tests are added.
+check: lint
+	$(BIN)/pytest --fast
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

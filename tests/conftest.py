@@ -1,11 +1,12 @@
-"""Shared fixtures: real processes on loopback ports the OS picks, stopped by pid."""
+"""Shared fixtures: real processes on loopback ports the OS picks, stopped by pid. The tiers
+(`make check`'s fast one, and the markers that take a test out of it) are in tests/tiers.py."""
 
 from __future__ import annotations
 
 import fcntl
 import time
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,17 +16,25 @@ import pytest
 
 from contract.procs import Child
 from evbench.instruments import start_receiver
+from tests import tiers
 
 if TYPE_CHECKING:  # PySpark is imported by the tests that use Spark, not by the pure ones
     from pyspark.sql import SparkSession
 
 
+_SPAWNED = pytest.StashKey[list[str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    tiers.add_option(parser)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that asks for a SparkSession, however indirectly, is a `spark` test. Under
-    pytest-xdist, the modules that wait longest are handed out first (see _waiting_rank)."""
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.spark)
+    """Each test's tier markers from what it uses (tests/tiers.py); under --fast, the fast tier
+    only. Under pytest-xdist, the modules that wait longest are handed out first (see
+    _waiting_rank)."""
+    tiers.mark_tiers(items)
+    tiers.keep_fast(config, items)
     if hasattr(config, "workerinput"):  # an xdist worker: its order is the one files are dealt
         rank = _waiting_rank(items)
         items.sort(key=lambda item: rank[item.path])  # stable: a module's own order is kept
@@ -52,9 +61,24 @@ def _waiting_rank(items: list[pytest.Item]) -> dict[Path, int]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     """Each test, its fixtures' setup and teardown included, runs with its share of the
-    machine (see _machine_share)."""
-    with _machine_share(item):
+    machine (see _machine_share) and, under --fast, without child processes (tests/tiers.py)."""
+    spawned = item.stash.setdefault(_SPAWNED, [])
+    guard = tiers.no_child_processes(item.nodeid, spawned) if tiers.guarded(item) else nullcontext()
+    with _machine_share(item), guard:
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, object]:
+    """A child process started on one of the test's threads fails the test too, not only one
+    started on the test's own thread (that one has failed at the call already)."""
+    report = yield
+    spawned = item.stash.get(_SPAWNED, [])
+    if spawned and report.passed:
+        report.outcome = "failed"
+        report.longrepr = spawned[0]
+    spawned.clear()
+    return report
 
 
 @contextmanager
