@@ -184,19 +184,42 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
     met = by_slot(sent, received) if task.keys and not task.whole else None
     events, foreign = met if met is not None else by_id(sent, received)
-    corrections = context.corrections.get(task.sut, {})
-    events = _with(events, "received_ns", on_sender_clock(events, corrections))
-    refused = pc.fill_null(pc.equal(events.column("error"), INFLIGHT_CAP_ERROR), False)
-    events = _with(events, "inflight_cap_refused", refused)
-    measured = pc.invert(events.column("warmup"))
-    if context.trim_ns > 0:  # sanitized figures: the leading window left out
-        window_ns = context.start_ns[task.sut] + context.trim_ns
-        in_window = pc.greater_equal(events.column("intended_ns"), window_ns)
-        measured = pc.and_(measured, in_window)
-    events = events.filter(measured)
+    window_ns = context.start_ns[task.sut] + context.trim_ns if context.trim_ns > 0 else None
+    events = measured(events, context.corrections.get(task.sut, {}), window_ns)
     # The group's key as the step pass reads it: one dictionary entry, not a string per row.
     codes = pa.array(np.zeros(events.num_rows, np.int32))
     return _with(events, "sut", pa.DictionaryArray.from_arrays(codes, [task.sut])), foreign
+
+
+def files_events(
+    sent_parts: Sequence[str], received_parts: Sequence[str], corrections: Mapping[int, Correction]
+) -> pa.Table:
+    """`counted_events` for whole record files rather than a task's row groups: a capacity
+    probe's, which the search judges the moment it ends (evbench.probejudge), so that a probe
+    and the run's final analysis read its events alike, clock correction included."""
+    sent = read_rows(_whole(sent_parts), SENT_COLUMNS)
+    events, _ = by_id(sent, read_rows(_whole(received_parts), RECEIVED_KEPT))
+    return measured(events, corrections)
+
+
+def measured(
+    events: pa.Table, corrections: Mapping[int, Correction], window_ns: int | None = None
+) -> pa.Table:
+    """Sent events met with their deliveries, as the step rule reads them: `received_ns` on the
+    sender's clock, the in-flight cap's refusals flagged, warmup out and, with `window_ns`,
+    every event intended before it."""
+    events = _with(events, "received_ns", on_sender_clock(events, corrections))
+    refused = pc.fill_null(pc.equal(events.column("error"), INFLIGHT_CAP_ERROR), False)
+    events = _with(events, "inflight_cap_refused", refused)
+    keep = pc.invert(events.column("warmup"))
+    if window_ns is not None:  # sanitized figures: the leading window left out
+        keep = pc.and_(keep, pc.greater_equal(events.column("intended_ns"), window_ns))
+    return events.filter(keep)
+
+
+def _whole(paths: Sequence[str]) -> Reads:
+    """Every row group of each file."""
+    return tuple((p, tuple(range(pq.ParquetFile(p).num_row_groups))) for p in paths)
 
 
 def sent_rows(task: StepTask) -> pa.Table:

@@ -148,6 +148,8 @@ class Correction:
 
 
 CORRECTION_MODES = ("auto", "on", "off")
+# What `analyze` applies unless told otherwise, and so what a capacity probe is judged with.
+DEFAULT_CORRECTION = "auto"
 
 
 def corrections_from(clock_doc: Mapping[str, Any] | None) -> dict[int, Correction]:

@@ -1,8 +1,9 @@
 """A capacity-search probe judged from its own records in seconds, without Spark.
 
 The search must decide after every probe, and a Spark job costs tens of seconds; a probe is one
-step of at most a few hundred thousand events, so its figures are computed here from its sent
-rows and their first deliveries, by the step rule the analysis itself applies to every step
+step of at most a few hundred thousand events, so its figures are computed here from its events
+as the analysis reads them (analysis.tasks.files_events: sent rows met with their first
+deliveries, on the sender's clock), by the step rule the analysis itself applies to every step
 (analysis.steprule: the same outcomes, totals, T-Digest tails and figures), judged by the
 reports' rule (analysis.verdicts.judge), plus the user's objective. The run's final analysis
 recomputes every step with Spark, as for any run, and reaches the same figures, provided the
@@ -15,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analysis.steprule import judged_figures
 from analysis.verdicts import StepFigures, Thresholds, Verdict, judge
@@ -47,44 +48,8 @@ def parse_objective(text: str) -> Objective:
     return Objective(e2e, lost)
 
 
-@dataclass(frozen=True)
-class ProbeRecords:
-    """One probe's sent rows (as arrays) with each event's first delivery (-1: none)."""
-
-    intended_ns: np.ndarray
-    sent_ns: np.ndarray  # -1: never sent (in-flight cap)
-    status: np.ndarray
-    decoy: np.ndarray
-    received_ns: np.ndarray  # -1: never delivered
-    # The slots the in-flight cap refused; None: every slot never sent (the sender handled
-    # every slot of a probe: sent it or refused it at its own time).
-    inflight_cap_refused: np.ndarray | None = None
-
-    def events(self, step: int, rate_per_s: int) -> pa.Table:
-        """The probe as a step's events (analysis.steprule.INPUT_COLUMNS)."""
-        rows = len(self.intended_ns)
-        sent = self.sent_ns >= 0
-        received = self.received_ns >= 0
-        refused = ~sent if self.inflight_cap_refused is None else self.inflight_cap_refused
-        return pa.table(
-            {
-                "step": pa.array(np.full(rows, step), pa.int32()),
-                "target_rate_per_s": pa.array(np.full(rows, rate_per_s), pa.int32()),
-                "intended_ns": pa.array(self.intended_ns, pa.int64()),
-                "sent_ns": pa.array(self.sent_ns, pa.int64(), mask=~sent),
-                # Not read by the rule's figures (publish latency is not judged).
-                "ack_ns": pa.nulls(rows, pa.int64()),
-                "received_ns": pa.array(self.received_ns, pa.int64(), mask=~received),
-                "status": pa.array(self.status, pa.int32()),
-                "decoy": pa.array(np.asarray(self.decoy, dtype=bool)),
-                "deliveries": pa.array(received.astype(np.int64)),
-                "inflight_cap_refused": pa.array(np.asarray(refused, dtype=bool)),
-            }
-        )
-
-
 def probe_figures(
-    records: ProbeRecords,
+    events: pa.Table,
     step: int,
     rate_per_s: int,
     duration_s: int,
@@ -93,16 +58,18 @@ def probe_figures(
     schedule_start_ns: int | None = None,
 ) -> StepFigures:
     """The figures the breaking-point rule reads, as the run's analysis computes them for this
-    step (analysis.steprule.judged_figures). `schedule_start_ns` is where the run's seconds
-    count from (default: the probe's first slot). Pure."""
-    if len(records.intended_ns) == 0:  # nothing handled: the sender kept no pace at all
+    step (analysis.steprule.judged_figures), from the probe's events as the analysis reads them
+    (analysis.tasks.files_events). `schedule_start_ns` is where the run's seconds count from
+    (default: the probe's first slot). Pure."""
+    if events.num_rows == 0:  # nothing handled: the sender kept no pace at all
         return StepFigures(
             step, rate_per_s, 0, 0, 0, 0, 0.0, None, 0.0, None, None, float(rate_per_s), None,
             baseline_e2e_p99_ms,
         )  # fmt: skip
-    start_ns = int(records.intended_ns.min()) if schedule_start_ns is None else schedule_start_ns
+    intended = events.column("intended_ns")
+    start_ns = int(pc.min(intended).as_py()) if schedule_start_ns is None else schedule_start_ns
     return judged_figures(
-        records.events(step, rate_per_s),
+        events,
         start_ns=start_ns,
         duration_s=duration_s,
         baseline_e2e_p99_ms=baseline_e2e_p99_ms,

@@ -234,3 +234,18 @@ def clock_document(
 def write_run_json(sut_dir: SutDir, doc: RunDoc) -> None:
     """Atomically: a reader (or a crash) sees the old copy or the new one, never half of one."""
     write_text_atomically(sut_dir.run_json, json.dumps(doc, indent=2) + "\n")
+
+
+def spanning_clocks(
+    first: dict[str, SenderClock], last: dict[str, SenderClock]
+) -> dict[str, SenderClock]:
+    """Each worker's offsets over several senders in turn (a search's probes): the first's
+    measurement before and the last's after, so that one correction, linear between them, spans
+    all of them, as the analysis applies run.json's."""
+    spanned: dict[str, SenderClock] = {}
+    for worker, ended in last.items():
+        began = first.get(worker, ended)
+        errors = list(dict.fromkeys([*began["errors"], *ended["errors"]]))
+        before = began["before"] or ended["before"]
+        spanned[worker] = {**ended, "before": before, "errors": errors}
+    return spanned

@@ -22,15 +22,14 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from analysis.tasks import files_events
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
+from contract.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
 from contract.documents import (
     RunStatus,
     SearchDoc,
@@ -40,14 +39,14 @@ from contract.documents import (
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir
-from contract.lines import SenderDone, SenderStart, parse_sender_line
+from contract.lines import SenderClock, SenderDone, SenderStart, parse_sender_line
 from contract.parquet import part_files
-from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import NS_PER_S
 from evbench.health import receiver_refusals, sender_failure
 from evbench.insight import check_profile
 from evbench.options import SessionOptions
-from evbench.probejudge import Objective, ProbeRecords, probe_figures, verdict_of
+from evbench.probejudge import Objective, probe_figures, verdict_of
+from evbench.rundoc import sender_clocks, spanning_clocks
 from evbench.searchplan import Outcome, Probe, Result, SearchPlan, next_step
 from evbench.session import Echo, MakeSut, Session
 from loadgen.pace import parse_pace
@@ -216,14 +215,28 @@ class _Search:
         new_sent = sorted(set(part_files(sut_dir.sent)) - before)
         if not new_sent:
             raise _InstrumentFailed(f"probe {step} left no sent records (see {sut_dir.logs})")
-        records = _records(new_sent, sorted(set(part_files(sut_dir.received)) - before))
-        return self._judge(probe, step, records, done, restarted)
+        new_received = sorted(set(part_files(sut_dir.received)) - before)
+        events = files_events(
+            [str(p) for p in new_sent], [str(p) for p in new_received], self._corrections(done)
+        )
+        return self._judge(probe, step, events, done, restarted)
+
+    def _clocks(self, last: SenderDone) -> dict[str, SenderClock]:
+        """The senders' clock offsets over the search so far, ending with `last`'s: what
+        run.json says once `last` is the final probe, and so what the analysis corrects by."""
+        first = self.probed[0].sender if self.probed else last
+        return spanning_clocks(sender_clocks(first), sender_clocks(last))
+
+    def _corrections(self, done: SenderDone) -> dict[int, Correction]:
+        """The receiver's stamps moved onto the senders' clocks as the run's analysis moves
+        them (its default mode), so that a probe and the final analysis agree on shifted clocks."""
+        return to_apply(corrections_from({"senders": self._clocks(done)}), DEFAULT_CORRECTION)
 
     def _judge(
         self,
         probe: Probe,
         step: int,
-        records: ProbeRecords,
+        events: pa.Table,
         done: SenderDone,
         restarted: str | None,
     ) -> _Probed:
@@ -235,7 +248,7 @@ class _Search:
         # The run's seconds count from its first slot, as the analysis counts them.
         start_ns = self.probed[0].start_ns if self.probed else done["start_ns"]
         figures = probe_figures(
-            records, step, probe.rate_per_s, probe.hold_s, baseline, schedule_start_ns=start_ns
+            events, step, probe.rate_per_s, probe.hold_s, baseline, schedule_start_ns=start_ns
         )
         verdict = verdict_of(figures, self.opts.thresholds, self.opts.objective)
         if verdict.verdict == BREAKS and self._instruments_only():
@@ -308,6 +321,8 @@ class _Search:
             probes=[p.sender for p in probed],
         )
         session.outcome.schedule_start_ns = start_ns
+        if probed:
+            session.outcome.sender_clocks = self._clocks(probed[-1].sender)
         if session.sut is not None:  # while it runs; stopped, its description is final
             session.outcome.sut = session.sut.describe()
         doc = session.document(parse_pace(spec, name="search"), status)
@@ -397,39 +412,6 @@ def _result_doc(result: Result) -> SearchResultDoc:
         "workers_needed": result.workers_needed,
         "probes": result.probes,
     }
-
-
-def _records(sent_parts: list[Path], received_parts: list[Path]) -> ProbeRecords:
-    """The probe's sent rows with each event's first delivery (-1: none), from the parts
-    written since it began (an earlier probe's late deliveries among them find no match)."""
-    sent = pa.concat_tables(
-        [
-            pq.read_table(
-                p, columns=["event_id", "intended_ns", "sent_ns", "status", "decoy", "error"]
-            )
-            for p in sent_parts
-        ]
-    )
-    received = pa.concat_tables(
-        [pq.read_table(p, columns=["event_id", "received_ns"]) for p in received_parts]
-        or [
-            pa.table(
-                {"event_id": pa.array([], pa.string()), "received_ns": pa.array([], pa.int64())}
-            )
-        ]
-    )
-    first = received.group_by("event_id").aggregate([("received_ns", "min")])
-    joined = sent.join(first, "event_id", join_type="left outer")
-    return ProbeRecords(
-        intended_ns=joined["intended_ns"].to_numpy(),
-        sent_ns=pc.fill_null(joined["sent_ns"], -1).to_numpy(),
-        status=joined["status"].to_numpy(),
-        decoy=joined["decoy"].to_numpy(zero_copy_only=False).astype(bool),
-        received_ns=pc.fill_null(joined["received_ns_min"], -1).to_numpy(),
-        inflight_cap_refused=pc.fill_null(
-            pc.equal(joined["error"], INFLIGHT_CAP_ERROR), False
-        ).to_numpy(zero_copy_only=False),
-    )
 
 
 def _result_line(result: Result, minutes: float) -> str:

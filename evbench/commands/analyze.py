@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from analysis.slices import SLICE_EVENTS
 from contract.argtypes import at_least_one, seconds, spark_master, spark_remote
-from contract.clocks import CORRECTION_MODES
+from contract.clocks import CORRECTION_MODES, DEFAULT_CORRECTION
 from contract.errors import EvbenchError
 from contract.layout import analysed_summaries
 from evbench.commands import Subcommands, echo
@@ -77,7 +77,7 @@ def _add_method_arguments(analyze: argparse.ArgumentParser) -> None:
     analyze.add_argument(
         "--clock-correction",
         choices=CORRECTION_MODES,
-        default="auto",
+        default=DEFAULT_CORRECTION,
         help="move received stamps onto each sender's clock by the offsets measured at the run's "
         "start and end: auto (default) where the clocks measurably disagree, on wherever "
         "measured, off never; the summary says what was done and within what bound",
@@ -140,7 +140,7 @@ def analyze_path(
     trim_s: float,
     thresholds_file: Path | None = None,
     export_knative: bool = False,
-    clock_correction: str = "auto",
+    clock_correction: str = DEFAULT_CORRECTION,
     remote: str | None = None,
     verbose: bool = False,
     plot_metrics: Sequence[str] = (),

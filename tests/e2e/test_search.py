@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from analysis.job import AnalyzeOptions, analyze
 from contract.documents import SummaryDoc, problems
 from evbench.search import SearchOptions, search
 from evbench.searchplan import Resolution, SearchPlan
@@ -105,3 +106,34 @@ def test_evbench_search_two_systems_analysed_and_compared(tmp_path):
     assert compared.returncode == 0, compared.stderr
     rows = [line for line in compared.stdout.splitlines() if "searched" in line]
     assert len(rows) == 2 and all("max sustainable 200/s" in row for row in rows), compared.stdout
+
+
+def test_a_probe_and_the_final_analysis_agree_when_the_receivers_clock_is_shifted(tmp_path, spark):
+    # The receiver stamps 400 ms ahead of the sender: each probe must be judged with the clock
+    # correction the run's analysis applies (the same step reader), not on raw stamps that
+    # would read as 400 ms of latency, and both must reach the same figures.
+    shift_ms = 400.0
+    opts = SearchOptions(
+        sut="direct",
+        plan=SearchPlan(200, 400, Resolution(per_s=100), probe_s=2, confirm_s=2, max_probes=2),
+        runs_dir=tmp_path,
+        run_id="s",
+        send=SendKnobs(payload_bytes=256),
+        settle_s=0.5,
+        grace_s=1.0,
+        receiver_clock_shift_ms=shift_ms,
+    )
+    lines: list[str] = []
+    searched = search(opts, lines.append, make=make_sut)
+    assert searched.status == "completed", lines
+    run = json.loads(searched.sut_dir.run_json.read_text())
+    probes = run["search"]["probes"]
+    assert len(probes) == 2, lines
+    # run.json keeps the offsets that span the probes, as the analysis reads them
+    (clock,) = run["clock"]["senders"].values()
+    assert abs(clock["before"]["offset_ns"] / 1e6 - shift_ms) < 5 and clock["after"], clock
+    (summary,) = analyze(spark, [searched.sut_dir.root], AnalyzeOptions())
+    for probe, step in zip(probes, summary["steps"], strict=True):
+        assert probe["e2e_p99_ms"] < shift_ms / 4, probe  # corrected, not the shift
+        assert step["p99_e2e_ms"] == pytest.approx(probe["e2e_p99_ms"], abs=1.0), (probe, step)
+        assert step["verdict"] == probe["verdict"], (probe, step)

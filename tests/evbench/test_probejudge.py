@@ -1,11 +1,51 @@
 """A search probe judged from its records without Spark (pure)."""
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from analysis.verdicts import Thresholds
-from evbench.probejudge import Objective, ProbeRecords, parse_objective, probe_figures, verdict_of
+from evbench.probejudge import Objective, parse_objective, probe_figures, verdict_of
+
+
+@dataclass(frozen=True)
+class ProbeRecords:
+    """A probe's sent rows (as arrays) with each event's first delivery (-1: none), made into
+    the events the judge reads from files (analysis.tasks.files_events)."""
+
+    intended_ns: np.ndarray
+    sent_ns: np.ndarray  # -1: never sent (in-flight cap)
+    status: np.ndarray
+    decoy: np.ndarray
+    received_ns: np.ndarray  # -1: never delivered
+    # The slots the in-flight cap refused; None: every slot never sent (the sender handled
+    # every slot of a probe: sent it or refused it at its own time).
+    inflight_cap_refused: np.ndarray | None = None
+
+    def events(self, step: int, rate_per_s: int) -> pa.Table:
+        """The probe as a step's events (analysis.steprule.INPUT_COLUMNS)."""
+        rows = len(self.intended_ns)
+        sent = self.sent_ns >= 0
+        received = self.received_ns >= 0
+        refused = ~sent if self.inflight_cap_refused is None else self.inflight_cap_refused
+        return pa.table(
+            {
+                "step": pa.array(np.full(rows, step), pa.int32()),
+                "target_rate_per_s": pa.array(np.full(rows, rate_per_s), pa.int32()),
+                "intended_ns": pa.array(self.intended_ns, pa.int64()),
+                "sent_ns": pa.array(self.sent_ns, pa.int64(), mask=~sent),
+                # Not read by the rule's figures (publish latency is not judged).
+                "ack_ns": pa.nulls(rows, pa.int64()),
+                "received_ns": pa.array(self.received_ns, pa.int64(), mask=~received),
+                "status": pa.array(self.status, pa.int32()),
+                "decoy": pa.array(np.asarray(self.decoy, dtype=bool)),
+                "deliveries": pa.array(received.astype(np.int64)),
+                "inflight_cap_refused": pa.array(np.asarray(refused, dtype=bool)),
+            }
+        )
+
 
 S, MS = 1_000_000_000, 1_000_000
 T0 = 1_750_000_000 * S
@@ -28,7 +68,7 @@ NO_OBJECTIVE = Objective()
 
 
 def verdict(r, objective=NO_OBJECTIVE, baseline=None):
-    figures = probe_figures(r, 3, RATE, SECONDS, baseline)
+    figures = probe_figures(r.events(3, RATE), 3, RATE, SECONDS, baseline)
     return figures, verdict_of(figures, Thresholds(), objective)
 
 
@@ -119,7 +159,7 @@ def test_a_probe_gets_the_figures_the_runs_analysis_gets(r, tmp_path):
     # One rule (analysis.steprule): the probe judge and the Spark job's per-step pass compute
     # the same figures, so a probe on a threshold cannot hold in one and break in the other.
     start_ns = T0 - 300 * MS  # the run's schedule start, not on the probe's first slot
-    probe = probe_figures(r, 3, RATE, SECONDS, None, schedule_start_ns=start_ns)
+    probe = probe_figures(r.events(3, RATE), 3, RATE, SECONDS, None, schedule_start_ns=start_ns)
     assert probe == _as_analysed(r, 3, start_ns, tmp_path)
 
 
@@ -134,9 +174,11 @@ def test_slots_refused_by_the_in_flight_cap_count_as_handled():
     sent = r.sent_ns.copy()
     sent[::2] = -1  # half refused by the cap, at their own time: the pace was kept
     refused = ProbeRecords(r.intended_ns, sent, r.status, r.decoy, r.received_ns)
-    assert probe_figures(refused, 3, RATE, SECONDS, None).sender_ratio == pytest.approx(1.0, 0.01)
+    assert probe_figures(
+        refused.events(3, RATE), 3, RATE, SECONDS, None
+    ).sender_ratio == pytest.approx(1.0, 0.01)
     stopped = ProbeRecords(
         r.intended_ns, sent, r.status, r.decoy, r.received_ns, np.zeros(len(sent), dtype=bool)
     )
     # never sent and not refused (a stop): those slots were not handled
-    assert probe_figures(stopped, 3, RATE, SECONDS, None).sender_ratio < 0.6
+    assert probe_figures(stopped.events(3, RATE), 3, RATE, SECONDS, None).sender_ratio < 0.6

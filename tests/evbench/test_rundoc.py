@@ -7,7 +7,7 @@ import pytest
 from contract.documents import RunDoc, problems
 from contract.layout import SutDir
 from evbench.options import RunOptions, RunOutcome
-from evbench.rundoc import Environment, run_document
+from evbench.rundoc import Environment, run_document, spanning_clocks
 from loadgen.pace import parse_pace
 from loadgen.settings import SendKnobs
 
@@ -61,3 +61,35 @@ def test_a_warmup_is_recorded_only_when_the_run_had_one():
         "host-a",
         ["evbench", "run"],
     )
+
+
+def _at(at_ns: int, offset_ns: int) -> dict:
+    return {"at_ns": at_ns, "offset_ns": offset_ns, "bound_ns": 50_000, "exchanges": 16,
+            "kept": 8, "min_delay_ns": 100_000}  # fmt: skip
+
+
+def _c(before, after, errors=()):
+    return {"url": "http://r/clock", "before": before, "after": after, "errors": list(errors)}
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "spanned"),
+    [
+        # one probe: its own offsets
+        ({"0": _c(_at(1, 10), _at(2, 11))}, {"0": _c(_at(1, 10), _at(2, 11))},
+         {"0": _c(_at(1, 10), _at(2, 11))}),
+        # several: the first's before, the last's after
+        ({"0": _c(_at(1, 10), _at(2, 11))}, {"0": _c(_at(5, 14), _at(6, 15))},
+         {"0": _c(_at(1, 10), _at(6, 15))}),
+        # the first could not measure before: the last's before stands in; errors kept once each
+        ({"0": _c(None, _at(2, 11), ["timeout"])},
+         {"0": _c(_at(5, 14), _at(6, 15), ["timeout"])},
+         {"0": _c(_at(5, 14), _at(6, 15), ["timeout"])}),
+        # a fleet worker that joined later spans only its own probes
+        ({"0": _c(_at(1, 10), None)},
+         {"0": _c(_at(5, 14), _at(6, 15)), "1": _c(_at(5, 20), _at(6, 21))},
+         {"0": _c(_at(1, 10), _at(6, 15)), "1": _c(_at(5, 20), _at(6, 21))}),
+    ],
+)  # fmt: skip
+def test_a_searchs_clock_spans_its_probes(first, last, spanned):
+    assert spanning_clocks(first, last) == spanned
