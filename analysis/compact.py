@@ -1,7 +1,7 @@
 """The received records compacted for analysis: the same rows (the columns the tasks read),
 in chunks laid out by slice.
 
-A run writes its records as part files (contract.parquet); every reader pays per file opened, and
+A run writes its records as part files (runtime.parquet); every reader pays per file opened, and
 the analysis' tasks want a slice's sent events and their deliveries (analysis.slices) without a
 join across the run. The sent parts are in slot order already, so the tasks read them where they
 are (analysis.sentindex); the received parts are in arrival order, so on first analysis they are
@@ -39,8 +39,8 @@ import pyarrow.parquet as pq
 
 from analysis.routing import SeqRanges, id_seqs, runs, seq_routes
 from contract.errors import RecordFileError
-from contract.parquet import arrow_schema, dictionary_columns
 from contract.records import RECEIVED_FIELDS, Field
+from runtime.parquet import arrow_schema, dictionary_columns
 
 MANIFEST_KEY = b"evbench.parts"
 LAYOUT_KEY = b"evbench.layout"

@@ -18,19 +18,19 @@ from analysis import sentindex
 from analysis.compact import Copy, compact_received, holds
 from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
-from contract.clocks import DEFAULT_CORRECTION
 from contract.documents import RunDoc, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.layout import SutDir
-from contract.parquet import check_parts, part_files
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
+from runtime.clocks import DEFAULT_CORRECTION
+from runtime.parquet import check_parts, part_files
 
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
     trim_s: float = 0.0
     export_knative: bool = False
-    clock_correction: str = DEFAULT_CORRECTION  # contract.clocks.CORRECTION_MODES
+    clock_correction: str = DEFAULT_CORRECTION  # runtime.clocks.CORRECTION_MODES
     thresholds: Thresholds = field(default_factory=Thresholds)
     # Events per slice, the unit of work (analysis.slices): memory per task against tasks.
     slice_events: int = SLICE_EVENTS

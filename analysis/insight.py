@@ -38,9 +38,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from contract.insight import GAUGES_THAT_COUNT, SCRAPE_DURATION_METRIC, UP_METRIC
-from contract.parquet import arrow_schema, check_parts
 from contract.records import METRIC_SAMPLE_FIELDS
 from contract.units import NS_PER_S
+from runtime.parquet import arrow_schema, check_parts
 
 # The default choice: families whose names say how far behind the system is, how much it moved,
 # or what its runtime's garbage collector did.
@@ -213,7 +213,7 @@ class Series:
 
 def read_samples(directory: Path) -> pa.Table:
     """Every part file of samples/metrics/ (none: an empty table). Footers are checked first,
-    so a damaged file is named (contract.parquet.check_parts); the parts are then read as one
+    so a damaged file is named (runtime.parquet.check_parts); the parts are then read as one
     dataset, on pyarrow's threads: a long run writes many small files."""
     schema = arrow_schema(METRIC_SAMPLE_FIELDS)
     paths = check_parts(directory, METRIC_SAMPLE_FIELDS) if directory.is_dir() else []

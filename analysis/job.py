@@ -51,11 +51,11 @@ from analysis.steps import (
 )
 from analysis.summary import Sketch, SutFindings, headline, strict_json, summary
 from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, plan, rule_events, run
-from contract.clocks import Correction, corrections_from, to_apply
 from contract.documents import StepSummaryDoc, SummaryDoc
-from contract.files import write_text_atomically
 from contract.layout import SutDir
 from contract.units import NS_PER_S
+from runtime.clocks import Correction, corrections_from, to_apply
+from runtime.files import write_text_atomically
 
 # What callers of the job (evbench analyze, the tests) take from here.
 __all__ = [

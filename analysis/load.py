@@ -8,8 +8,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from analysis.schemas import spark_schema
-from contract.parquet import check_parts
 from contract.records import Field
+from runtime.parquet import check_parts
 
 
 def load_records(

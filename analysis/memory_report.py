@@ -19,8 +19,8 @@ from analysis.memory import (
     peak_table,
 )
 from analysis.pages import figure_html, page, plotly_js
-from contract.files import write_text_atomically
 from contract.memorydocs import MemorySummaryRowDoc
+from runtime.files import write_text_atomically
 
 Row = dict[str, Any]
 

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import plotly
 import plotly.offline
 
-from contract.files import write_text_atomically
+from runtime.files import write_text_atomically
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }

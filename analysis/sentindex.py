@@ -2,7 +2,7 @@
 from the part files themselves, with no copy.
 
 The sender writes a part per second, in slot order (rolled, a minute per file with a row group
-per second: contract.parquet), so each of its row groups holds the events of one slice
+per second: runtime.parquet), so each of its row groups holds the events of one slice
 (analysis.slices) or, at a slice's edge, of two. The index lists, for every row group of every
 part, the slices its rows belong to and how many of each, and every slice's slot range
 (analysis.routing.SeqRanges): the range routes the deliveries to their slice, and a task keeps,
@@ -15,7 +15,7 @@ chunks, so a second analysis reads no data to plan, and a grown directory indexe
 parts that are new or changed (a part is known by its name, size and modification time).
 
 The tasks read the parts through hard links under PINNED: a run still writing rolls its
-per-second parts into a minute's file and deletes them (contract.parquet), which a task reading
+per-second parts into a minute's file and deletes them (runtime.parquet), which a task reading
 them tens of seconds after the index would miss; a link keeps the file the index read.
 """
 
@@ -36,9 +36,9 @@ from analysis.compact import Copy, Layout, stamp
 from analysis.routing import SeqRanges
 from analysis.slices import SLICE_EVENTS, slice_keys
 from contract.errors import RecordFileError
-from contract.files import write_text_atomically
-from contract.parquet import arrow_schema
 from contract.records import SENT_FIELDS
+from runtime.files import write_text_atomically
+from runtime.parquet import arrow_schema
 
 INDEX_NAME = "index.json"
 PINNED = "parts"

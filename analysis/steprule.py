@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 from analysis.digests import digest_rows, empty_tail, from_bytes, tail_figures
 from analysis.verdicts import StepFigures, slope_rise_ms
 from contract.documents import TailDoc
-from contract.formulas import achieved_rate_per_s
 from contract.units import NS_PER_MS, NS_PER_S
+from runtime.formulas import achieved_rate_per_s
 
 # Latency metrics: name -> (end column, start column). Each is only defined where both exist and,
 # for publish latencies, the answer was a 2xx.
@@ -58,7 +58,7 @@ Outcomes = dict[str, np.ndarray]
 
 class StepTotals(TypedDict):
     """A step's counts and the instants its achieved rates are measured between (as
-    `contract.formulas.achieved_rate_per_s` reads them)."""
+    `runtime.formulas.achieved_rate_per_s` reads them)."""
 
     step: int
     target_rate_per_s: int

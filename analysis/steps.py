@@ -39,8 +39,8 @@ from analysis.steprule import (
     seconds_since,
     step_totals,
 )
-from contract.clocks import Correction
 from contract.units import NS_PER_S
+from runtime.clocks import Correction
 
 # A step's totals on their way back to the driver (analysis.steprule.StepTotals, a test holds
 # the names equal).

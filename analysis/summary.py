@@ -35,7 +35,6 @@ from analysis.verdicts import (
     verdict_text,
     with_drift,
 )
-from contract.clocks import Correction
 from contract.documents import (
     ClockSummaryDoc,
     CountsDoc,
@@ -49,8 +48,9 @@ from contract.documents import (
     receiver_stats,
     sender_summary,
 )
-from contract.formulas import achieved_rate_per_s
 from contract.units import NS_PER_MS
+from runtime.clocks import Correction
+from runtime.formulas import achieved_rate_per_s
 
 # summary.json's latency_ms: name -> metric.
 SUMMARY_LATENCIES = {

@@ -33,10 +33,10 @@ from analysis.routing import NO_ROUTE
 from analysis.slices import index_of, step_of, top_count
 from analysis.steprule import LATENCIES_NS, latencies, outcomes
 from analysis.steps import STEP_ARROW, StepContext, aggregate_step, foreign_row
-from contract.clocks import Correction
 from contract.errors import RecordFileError
-from contract.parquet import arrow_schema
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from runtime.clocks import Correction
+from runtime.parquet import arrow_schema
 
 # What a task reads of each side: of sent/, from the parts (analysis.sentindex); of received/,
 # what its compacted chunks keep (analysis.compact).
@@ -319,7 +319,7 @@ def first_deliveries(received: pa.Table) -> pa.Table:
 
 def on_sender_clock(events: pa.Table, corrections: Mapping[int, Correction]) -> pa.Array:
     """`received_ns` moved onto the clock of the worker that sent the event: minus the
-    receiver's offset to that worker at the event's intended time (contract.clocks.Correction,
+    receiver's offset to that worker at the event's intended time (runtime.clocks.Correction,
     linear between the two measurements); events of other workers keep the receiver's stamp.
     The offset is rounded half away from zero to whole ns before it is subtracted, so that no
     stamp goes through a double (which at epoch nanoseconds resolves only 256 ns)."""

@@ -48,8 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.digests import digest_of
 from analysis.export import running_quantiles
 from benchmarks.common import machine_line
-from contract.parquet import arrow_schema, dictionary_columns, part_files
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
+from runtime.parquet import arrow_schema, dictionary_columns, part_files
 from suts.lab import LOCAL_SUTS
 
 TINY = [(100, 2)]

@@ -31,11 +31,11 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from contract.formulas import achieved_rate_per_s
-from contract.parquet import read_parts
 from contract.records import SENT_FIELDS
 from evbench.instruments import start_receiver
 from loadgen.settings import SenderSettings
+from runtime.formulas import achieved_rate_per_s
+from runtime.parquet import read_parts
 
 LAG_BAR_MS = 2.0
 ACHIEVED_BAR = 0.99

@@ -32,10 +32,10 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
 from loadgen.payload import PayloadBuilder
+from runtime.parquet import read_parts
 
 _RESPONSE_BYTES = len(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
 

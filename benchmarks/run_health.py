@@ -16,9 +16,9 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contract.formulas import achieved_rate_per_s, percentile
-from contract.parquet import read_parts
 from contract.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from runtime.formulas import achieved_rate_per_s, percentile
+from runtime.parquet import read_parts
 
 
 def main() -> int:

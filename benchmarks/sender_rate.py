@@ -42,11 +42,11 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from contract.formulas import achieved_rate_per_s
-from contract.parquet import read_parts
 from contract.records import SENT_FIELDS
 from evbench.instruments import start_receiver
 from loadgen.settings import SenderSettings, SendKnobs
+from runtime.formulas import achieved_rate_per_s
+from runtime.parquet import read_parts
 from suts.tansu import Tansu, create_topic
 
 # The bar a rate must clear to count as held: docs/design.md §5's target for one sender process.

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from contract.parquet import read_parts
 from contract.records import INFLIGHT_CAP_ERROR, SENT_FIELDS
 from loadgen.settings import SenderSettings, SendKnobs
+from runtime.parquet import read_parts
 from suts.faulty import BlackHole, SlowServer
 
 

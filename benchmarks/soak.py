@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from contract.parquet import part_files
+from runtime.parquet import part_files
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = ("direct", "20000:120")

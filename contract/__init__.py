@@ -1,10 +1,10 @@
-"""The shared floor: what the sender, the receiver, the lab and the analysis all stand on.
+"""The contract: data definitions every process agrees on, and nothing that runs.
 
-The record contract (`records`), the JSON documents (`documents`: run.json, summary.json,
-progress lines), the run-directory layout (`layout`), errors a user can act on
-(`errors`), Parquet I/O (`parquet`), metric formulas (`formulas`), child-process helpers
-(`procs`) and argparse range types (`argtypes`). Standard library and pyarrow only, and nothing
-else of the project: `loadgen`, `receivers`, `suts` and `analysis` import from here and never
-from each other, and the orchestration above them (`evbench.cli`, `evbench.runner`, ...) may
-import everything. `tests/test_architecture.py` holds these arrows in place.
+The record contract (`records`, `partnames`), the lines each child process prints (`lines` for
+what several share, `senderlines`, `receiverlines`, `consumerlines`, `metricslines`), the JSON
+documents (`documents`, `insight`, `memorydocs`: run.json, summary.json), the run-directory
+layout (`layout`), units (`units`) and errors a user can act on (`errors`). Standard library and
+pyarrow only, and nothing else of the project. What the packages share that does something
+(Parquet I/O, processes, the records server, clocks, formulas, argument types) is `runtime`,
+which stands on this; `tests/test_architecture.py` holds the arrows in place.
 """

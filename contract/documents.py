@@ -75,7 +75,7 @@ class ReceiverDoc(TypedDict):
 
 class ClockDoc(TypedDict):
     """How sender and receiver stamps relate; `senders` holds each worker's measured offsets
-    (contract.clocks), which the analysis uses to correct end-to-end latency."""
+    (runtime.clocks), which the analysis uses to correct end-to-end latency."""
 
     sender_receiver_same_host: bool
     offset_ns: int

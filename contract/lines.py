@@ -17,7 +17,7 @@ from contract.errors import EvbenchError
 
 # shared by several children ----------------------------------------------------------------
 class OutputLine(TypedDict):
-    """What contract.procs.Child makes of a stdout line that is not a JSON object."""
+    """What runtime.procs.Child makes of a stdout line that is not a JSON object."""
 
     event: Literal["output"]
     text: str
@@ -28,7 +28,7 @@ class WarningLine(TypedDict):
     message: str
 
 
-class OffsetDoc(TypedDict):  # contract.clocks.OffsetEstimate: receiver's clock - sender's
+class OffsetDoc(TypedDict):  # runtime.clocks.OffsetEstimate: receiver's clock - sender's
     at_ns: int
     offset_ns: int
     bound_ns: int

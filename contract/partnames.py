@@ -1,13 +1,13 @@
 """Names of record files, and the one rule for which files of a directory hold its records.
 
-A writer (contract.parquet.PartWriter) writes a part per flush, `<prefix>-<n>.parquet`, and
+A writer (runtime.parquet.PartWriter) writes a part per flush, `<prefix>-<n>.parquet`, and
 every so often rolls a run of them into one file, `<prefix>-<first>-<last>.rolled.parquet`,
 which holds parts first..last; then it deletes those parts. A process killed between the
 rename and the deletes leaves both, so the rule is: every rolled file, plus every part that no
 rolled file of the same prefix covers, plus any other visible `.parquet` file (a name neither
 pattern matches is someone's record file, as it always was). Dot-names (files being written)
 are never records. Everything that reads, counts, serves or collects records uses `kept_names`
-(through contract.parquet.part_files), so no row is ever counted twice.
+(through runtime.parquet.part_files), so no row is ever counted twice.
 
 The two patterns cannot be confused: a part ends in digits before `.parquet`, a rolled file in
 `.rolled`; the prefix is everything before the last one (or two) `-<digits>`. Pure.

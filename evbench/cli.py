@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable
 
 from contract.errors import EvbenchError
-from contract.files import disk_error
 from evbench.commands import (
     analyze,
     collect,
@@ -21,6 +20,7 @@ from evbench.commands import (
     send,
     serve_records,
 )
+from runtime.files import disk_error
 
 _EPILOG = """\
 examples:

@@ -1,7 +1,7 @@
 """`evbench collect`: a run made elsewhere (senders and receivers in a cluster) brought home as
 a normal run directory, which `evbench analyze` handles like a local run.
 
-The records come over HTTP (contract.recordshare): each receiver serves its own, each
+The records come over HTTP (runtime.recordshare): each receiver serves its own, each
 sender's are served by `evbench serve-records` on its host. run.json is rebuilt from what the
 senders left beside their records (`_sender-w<k>.json`: the summary, the settings as argv, the
 host) and the receivers' final counters; nothing in it is guessed.
@@ -28,7 +28,6 @@ from contract.lines import (
     parse_sender_record,
 )
 from contract.records import RUN_JSON_VERSION
-from contract.recordshare import PeerError, fetch_all, fetch_json
 from evbench.rundoc import (
     RECEIVER_ENGINE,
     clock_document,
@@ -40,6 +39,7 @@ from evbench.rundoc import (
 from loadgen.fleet.tally import merged_done
 from loadgen.pace import resolve_pace
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
+from runtime.recordshare import PeerError, fetch_all, fetch_json
 
 
 def collect(

@@ -15,7 +15,7 @@ import httpx
 
 from contract.errors import EvbenchError
 from contract.lines import parse_consumer_line
-from contract.procs import Child
+from runtime.procs import Child
 from suts.settings import LabSettings
 
 # Seed 001's low-memory settings for librdkafka.

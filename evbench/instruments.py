@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 
 from contract.errors import EvbenchError
-from contract.procs import Child
 from receivers.limits import Limits, limit_argv
+from runtime.procs import Child
 
 
 def start_receiver(

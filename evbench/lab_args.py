@@ -7,9 +7,9 @@ import argparse
 import socket
 from typing import Any
 
-from contract.argtypes import http_url, port_number
 from contract.errors import EvbenchError
-from contract.parquet import record_roll_s
+from runtime.argtypes import http_url, port_number
+from runtime.parquet import record_roll_s
 from suts.flags import EXTEND, LAB_FLAGS, REPLACE
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, driver_for, sut_help
 

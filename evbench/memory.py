@@ -33,7 +33,6 @@ from contract.memorydocs import (
     PartitionLagDoc,
     ScenarioDoc,
 )
-from contract.parquet import PartWriter
 from contract.records import MEMORY_SAMPLE_FIELDS, MemorySampleRow
 from contract.units import NS_PER_S
 from evbench.backlog import backlog, partition_counts, read_lag
@@ -50,6 +49,7 @@ from evbench.consumers import (
 from evbench.options import MemoryOptions
 from evbench.session import Echo, Session
 from loadgen.settings import SendKnobs
+from runtime.parquet import PartWriter
 from suts.consumers.predict import predicted
 from suts.settings import LabSettings
 

@@ -29,14 +29,14 @@ from pathlib import Path
 import httpx
 import psutil
 
-from contract.argtypes import named_url
 from contract.errors import EvbenchError
 from contract.insight import ProfileDoc, ProfileKind
 from contract.layout import SutDir, safe_component
 from contract.lines import PlannedStepDoc
-from contract.procs import Child
 from contract.units import NS_PER_S
 from evbench import flamegraph
+from runtime.argtypes import named_url
+from runtime.procs import Child
 
 _WHOLE = re.compile(r"[0-9]+")
 PY_SPY_RATE_PER_S = 100  # py-spy's default: enough for a flame graph of a 10 s step

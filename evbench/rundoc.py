@@ -30,15 +30,15 @@ from contract.documents import (
     SearchSenderSummary,
     SenderDoc,
 )
-from contract.files import write_text_atomically
 from contract.layout import SutDir
 from contract.lines import SenderClock, SenderDone
-from contract.parquet import part_files
 from contract.records import RUN_JSON_VERSION
 from contract.units import NS_PER_MS
 from evbench.options import RunOutcome, SessionOptions
 from loadgen.pace import Pace
 from loadgen.settings import SendKnobs
+from runtime.files import write_text_atomically
+from runtime.parquet import part_files
 
 _VERSIONED = (
     "evbench",

@@ -20,7 +20,6 @@ from contract.errors import EvbenchError
 from contract.layout import next_run_id, sut_dir_for
 from contract.lines import SenderDone, SenderLine, parse_sender_line
 from contract.metricslines import parse_metrics_line
-from contract.procs import Child
 from evbench.health import sender_failure
 from evbench.insight import check_profile
 from evbench.options import RunOptions, RunOutcome
@@ -28,6 +27,7 @@ from evbench.progress import progress_line, step_line
 from evbench.rundoc import sender_clocks
 from evbench.session import Echo, MakeSut, Session
 from loadgen.pace import parse_warmup
+from runtime.procs import Child
 from suts.lab import LOCAL_SUTS, driver_for, make_sut
 
 __all__ = ["RunOptions", "RunOutcome", "run", "run_matrix"]

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import psutil
 
-from contract.files import disk_error
-from contract.parquet import PartWriter, record_roll_s
 from contract.records import PROCESS_SAMPLE_FIELDS, ProcessSampleRow
+from runtime.files import disk_error
+from runtime.parquet import PartWriter, record_roll_s
 
 
 class ProcessSampler:
     """Samples named pids on a background thread; flushes every `flush_every` ticks and on stop."""
 
     def __init__(self, out_dir: Path, interval_s: float = 1.0, flush_every: int = 10) -> None:
-        # Rolled as the records are (contract.parquet): a day of flushes every 10 s leaves
+        # Rolled as the records are (runtime.parquet): a day of flushes every 10 s leaves
         # ~1,440 files, not 8,640.
         self.writer = PartWriter(
             out_dir, PROCESS_SAMPLE_FIELDS, prefix="processes", roll_s=record_roll_s()

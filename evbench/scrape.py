@@ -24,12 +24,12 @@ from typing import Literal
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.argtypes import named_url
 from contract.errors import EvbenchError
 from contract.insight import SCRAPE_DURATION_METRIC, UP_METRIC, ScrapeDoc
 from contract.layout import safe_component
-from contract.parquet import PartWriter, record_roll_s
 from contract.records import METRIC_SAMPLE_FIELDS, MetricSampleRow
+from runtime.argtypes import named_url
+from runtime.parquet import PartWriter, record_roll_s
 
 Origin = Literal["user", "lab"]
 _FLUSH_EVERY = 10  # scrapes between part files: a crash loses at most this many seconds

@@ -29,7 +29,6 @@ import pyarrow as pa
 
 from analysis.tasks import files_events
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
-from contract.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
 from contract.documents import (
     RunStatus,
     SearchDoc,
@@ -40,7 +39,6 @@ from contract.documents import (
 from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.lines import SenderClock, SenderDone, SenderStart, parse_sender_line
-from contract.parquet import part_files
 from contract.units import NS_PER_S
 from evbench.health import receiver_refusals, sender_failure
 from evbench.insight import check_profile
@@ -51,6 +49,8 @@ from evbench.searchplan import Outcome, Probe, Result, SearchPlan, next_step
 from evbench.session import Echo, MakeSut, Session
 from loadgen.pace import parse_pace
 from loadgen.settings import SenderSettings
+from runtime.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
+from runtime.parquet import part_files
 from suts.lab import make_sut
 
 

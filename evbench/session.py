@@ -40,10 +40,8 @@ from contract.documents import (
     parse_receiver_stats,
 )
 from contract.errors import EvbenchError
-from contract.files import disk_error
 from contract.layout import SutDir, new_sut_dir, next_run_id
 from contract.lines import ReceiverStats
-from contract.procs import Child
 from evbench.deathwatch import DeathWatch
 from evbench.health import receiver_failure, receiver_limits, wait_for_stragglers
 from evbench.insight import Insight
@@ -59,6 +57,8 @@ from evbench.rundoc import (
 from evbench.samples import ProcessSampler
 from loadgen.pace import Pace
 from loadgen.settings import SenderSettings
+from runtime.files import disk_error
+from runtime.procs import Child
 from suts.lab import Sut, make_sut
 from suts.lag import ConsumerLagSampler
 

@@ -7,7 +7,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from contract.argtypes import (
+from contract.errors import EvbenchError
+from contract.layout import default_runs_dir, unusable_directory
+from evbench.lab_args import check_system, lab_settings
+from evbench.profiles import pprof_target, profile_request
+from evbench.scrape import scrape_target
+from loadgen.settings import knobs_from_args
+from runtime.argtypes import (
     clock_shift_ms,
     directory_path,
     path_component,
@@ -15,12 +21,6 @@ from contract.argtypes import (
     seconds,
     workers_on_this_host,
 )
-from contract.errors import EvbenchError
-from contract.layout import default_runs_dir, unusable_directory
-from evbench.lab_args import check_system, lab_settings
-from evbench.profiles import pprof_target, profile_request
-from evbench.scrape import scrape_target
-from loadgen.settings import knobs_from_args
 
 # (flag, argparse keywords): the one place a session flag is spelled and explained.
 _FLAGS: dict[str, dict[str, Any]] = {

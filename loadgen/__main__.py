@@ -29,8 +29,6 @@ from contract.lines import (
     SenderSummary,
 )
 from contract.metricslines import MetricsLine
-from contract.parquet import PartWriter
-from contract.procs import raise_fd_limit
 from contract.records import SENT_FIELDS, event_id, event_id_prefix
 from contract.units import NS_PER_S
 from loadgen.clocksync import measure
@@ -48,6 +46,8 @@ from loadgen.settings import (
     add_sender_arguments,
     settings_from_args,
 )
+from runtime.parquet import PartWriter
+from runtime.procs import raise_fd_limit
 
 if TYPE_CHECKING:
     from loadgen.sendmetrics import SenderMetricsService

@@ -1,4 +1,4 @@
-"""The sender's side of the clock exchanges (contract.clocks): GETs to the receiver's
+"""The sender's side of the clock exchanges (runtime.clocks): GETs to the receiver's
 /clock over one kept-alive connection, stamped on this host's wall clock (the clock the sent
 records use).
 
@@ -13,7 +13,7 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from contract.clocks import Exchange, OffsetEstimate, estimate
+from runtime.clocks import Exchange, OffsetEstimate, estimate
 
 EXCHANGES = 32
 _TIMEOUT_S = 2.0

@@ -30,7 +30,6 @@ from contract.lines import (
     StepStart,
     WarningLine,
 )
-from contract.parquet import PartWriter
 from contract.records import INFLIGHT_CAP_ERROR
 from contract.units import MS_PER_S, NS_PER_MS
 from loadgen.collector import StepCollector
@@ -40,6 +39,7 @@ from loadgen.schedule import NS_PER_S, PlannedStep, WorkerSlots, worker_slots
 from loadgen.stepstate import FOLD_AT, StepState
 from loadgen.ticker import Ticker, every
 from loadgen.window import Window
+from runtime.parquet import PartWriter
 
 # Slots started in one wake-up before the loop reads answers again, when the pacer is behind.
 _MAX_SLOTS_PER_WAKE = 64

@@ -5,7 +5,7 @@ sort at its end cost ~16 bytes per event and grew without bound. This keeps coun
 HdrHistogram's layout: every value below 256 ns has a bucket of its own (exact), and each
 power of two above is split into 128 buckets of equal width, so a bucket is never wider than
 1/128 of its lower bound. A quantile is read as its bucket's midpoint, hence within
-RELATIVE_ERROR (1/256, 0.39 %) of the exact nearest-rank value (`contract.formulas.percentile`),
+RELATIVE_ERROR (1/256, 0.39 %) of the exact nearest-rank value (`runtime.formulas.percentile`),
 and never outside the exact minimum and maximum, which are kept beside the counts. Values at
 or above 2**40 ns (18 minutes) share the last bucket; below 0 (a wall-clock step backwards),
 the first.

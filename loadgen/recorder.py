@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contract.parquet import PartWriter, arrow_schema, record_roll_s
 from contract.records import SENT_FIELDS
 from loadgen.schedule import PlannedStep
+from runtime.parquet import PartWriter, arrow_schema, record_roll_s
 
 # Stored instead of null for a time that does not exist (never sent, never answered): epoch
 # nanoseconds are always positive.
@@ -141,7 +141,7 @@ class SentRecorder:
 
     async def flush(self) -> None:
         await self._flush_rows()
-        if self._ending:  # on the writer's thread; never raises (contract.parquet)
+        if self._ending:  # on the writer's thread; never raises (runtime.parquet)
             await asyncio.get_running_loop().run_in_executor(None, self.writer.roll)
 
     async def _flush_rows(self) -> None:
@@ -161,7 +161,7 @@ class SentRecorder:
         self._writing = None
 
     async def close(self) -> None:
-        """The last flush, then the open roll finished (contract.parquet)."""
+        """The last flush, then the open roll finished (runtime.parquet)."""
         self._ending = True
         await self.flush()
 

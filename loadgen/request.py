@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 from contract.lines import TransportStats
 
 if TYPE_CHECKING:
-    from loadgen.engine import StepState
+    from loadgen.stepstate import StepState
 
 # What the request carries as its CloudEvent type, by index (the pacer picks one per slot).
 MEASURE, WARMUP, DECOY = 0, 1, 2

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from contract.argtypes import (
+from contract.lines import parse_sender_line
+from runtime.argtypes import (
     at_least_one,
     epoch_ns,
     http_url,
@@ -25,8 +26,7 @@ from contract.argtypes import (
     positive_seconds,
     seconds,
 )
-from contract.lines import parse_sender_line
-from contract.procs import Child
+from runtime.procs import Child
 
 # A --start-at-ns this far past is refused: the sender would fire every slot since then at
 # once. A fleet's master gives its workers a start 3 s ahead (loadgen.fleet.master); this leaves

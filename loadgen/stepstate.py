@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contract.formulas import achieved_rate_per_s
 from contract.lines import SenderStepSummary
 from contract.units import NS_PER_MS
 from loadgen.loghist import LogHistogram
 from loadgen.schedule import PlannedStep
+from runtime.formulas import achieved_rate_per_s
 
 # Values buffered before a fold is due whatever the time (8 bytes each: 512 KiB).
 FOLD_AT = 65_536

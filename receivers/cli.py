@@ -16,13 +16,13 @@ from pathlib import Path
 
 import uvloop
 
-from contract.argtypes import clock_shift_ms, directory_path, port_number, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import safe_component
 from contract.lines import Listening, ReceiverLine, ReceiverStats, ReceiverStopped
-from contract.procs import raise_fd_limit
 from contract.units import NS_PER_MS
 from receivers.limits import Limits, add_limit_arguments, limits_from
+from runtime.argtypes import clock_shift_ms, directory_path, port_number, positive_seconds
+from runtime.procs import raise_fd_limit
 
 # Descriptors kept free for part files, the log, the listening socket and the runtime itself.
 _SPARE_FDS = 64

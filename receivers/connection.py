@@ -12,16 +12,18 @@ import asyncio
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import httptools
 
-from contract import recordshare
+from contract.lines import ReceiverStats
 from contract.records import EVENT_ID_HEADER
 from receivers.identify import InvalidId, Malformed
+from receivers.state import ServerState
+from runtime import recordshare
 
 if TYPE_CHECKING:
-    from receivers.server import Receiver
+    from pathlib import Path
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -70,14 +72,35 @@ def _response(
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
 
 
+class Sink(Protocol):
+    """What a connection hands on, and asks of, its receiver (receivers.server.Receiver)."""
+
+    def record(self, conn: Connection) -> None:
+        """Keep the event `conn` has just read whole (Malformed: it is not one)."""
+        ...
+
+    def evict_fresh(self) -> bool:
+        """Close the oldest connection that has not begun a request (False: none)."""
+        ...
+
+    def stats_now(self) -> ReceiverStats: ...
+
+    def metrics_text(self) -> tuple[bytes, bytes]: ...
+
+    def records_dir(self) -> Path:
+        """Where the receiver's record files are (GET /records)."""
+        ...
+
+
 class Connection(asyncio.Protocol):
     """One client connection: its requests parsed, stamped, answered and handed to the
-    receiver to record."""
+    receiver (its sink) to record."""
 
-    def __init__(self, receiver: Receiver) -> None:
-        self.receiver = receiver
-        self.limits = receiver.limits
-        self.now_ns = receiver.now_ns
+    def __init__(self, state: ServerState[Connection], sink: Sink) -> None:
+        self.state = state
+        self.sink = sink
+        self.limits = state.limits
+        self.now_ns = state.now_ns
         self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.chunk_ns = 0
@@ -120,9 +143,9 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (create_server's): asyncio types the callback for any kind.
         self.transport = stream = cast(asyncio.Transport, transport)
-        stats = self.receiver.stats
+        stats = self.state.stats
         at_cap = stats.open_connections >= self.limits.max_connections
-        if at_cap and not self.receiver.evict_fresh():
+        if at_cap and not self.sink.evict_fresh():
             stats.refused_connections += 1
             self.closing = True
             stream.write(_response("503 Service Unavailable", b"too many connections\n"))
@@ -131,16 +154,16 @@ class Connection(asyncio.Protocol):
         self.accepted = True
         stats.connections += 1
         stats.open_connections += 1
-        self.receiver.connections.add(self)
-        self.receiver.fresh[self] = None
+        self.state.connections.add(self)
+        self.state.fresh[self] = None
         # Answers queue up to this much before pause_writing() stops reading from the client.
         stream.set_write_buffer_limits(high=self.limits.max_queued_answer_bytes)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.accepted:
-            self.receiver.stats.open_connections -= 1
-            self.receiver.connections.discard(self)
-            self.receiver.fresh.pop(self, None)
+            self.state.stats.open_connections -= 1
+            self.state.connections.discard(self)
+            self.state.fresh.pop(self, None)
             self._release_body()
         # The parser holds this protocol and the protocol the parser: break the cycle now rather
         # than leave both (and a request's buffered body) to the cyclic garbage collector.
@@ -221,7 +244,7 @@ class Connection(asyncio.Protocol):
         self._reset()
         if self.fresh:
             self.fresh = False
-            self.receiver.fresh.pop(self, None)
+            self.state.fresh.pop(self, None)
         self.in_request = True
         self.started_ns = self.chunk_ns
         self.deadline = self.chunk_mono + self.limits.header_timeout_s
@@ -250,7 +273,7 @@ class Connection(asyncio.Protocol):
         # has checked it is a number.)
         if (
             length is not None
-            and len(length) >= self.receiver.body_limit_digits
+            and len(length) >= self.state.body_limit_digits
             and int(length) > self.limits.max_body_bytes
         ):
             raise Refuse("413 Content Too Large", self._body_limit())
@@ -262,10 +285,10 @@ class Connection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self.body_bytes += len(body)
-        self.receiver.buffered_bytes += len(body)
+        self.state.buffered_bytes += len(body)
         if self.body_bytes > self.limits.max_body_bytes:
             raise Refuse("413 Content Too Large", self._body_limit())
-        if self.receiver.buffered_bytes > self.limits.max_buffered_bytes:
+        if self.state.buffered_bytes > self.limits.max_buffered_bytes:
             raise Refuse("503 Service Unavailable", "too many event bytes in flight; retry")
         parts = self.body_parts
         if len(parts) < _BODY_PARTS_KEPT:
@@ -284,60 +307,60 @@ class Connection(asyncio.Protocol):
             return
         assert self.parser is not None
         self._answer(self.parser.get_method())  # on an exception, _internal_error releases
-        self.receiver.buffered_bytes -= self.body_bytes
+        self.state.buffered_bytes -= self.body_bytes
         self.body_bytes = 0
         self.body_parts = []  # an idle connection holds no body
 
     def _answer(self, method: bytes) -> None:
-        receiver = self.receiver
+        sink, stats = self.sink, self.state.stats
         head = method == b"HEAD"
         path = b"".join(self.url_parts).split(b"?", 1)[0]
         if method == b"POST":
             try:
-                receiver.record(self)
+                sink.record(self)
             except Malformed as exc:
-                receiver.stats.malformed += 1
-                receiver.stats.invalid_ids += isinstance(exc, InvalidId)
+                stats.malformed += 1
+                stats.invalid_ids += isinstance(exc, InvalidId)
                 self._respond(_response("400 Bad Request", str(exc).encode() + b"\n"))
                 return
             self._respond(_ACCEPTED)
         elif method in (b"GET", b"HEAD") and path == b"/healthz":
             self._respond(_response("200 OK", b"ok\n", head=head))
         elif method == b"GET" and path == b"/clock":
-            # An NTP-style exchange (contract.clocks): when the request's first bytes
+            # An NTP-style exchange (runtime.clocks): when the request's first bytes
             # arrived and when this answer leaves, on the clock that stamps the records.
             body = b'{"received_ns":%d,"replied_ns":%d}' % (self.started_ns, self.now_ns())
             self._respond(_response("200 OK", body, b"application/json"))
         elif method == b"GET" and (path == b"/records" or path.startswith(b"/records/")):
             self._records(path.decode("latin-1"))
         elif method in (b"GET", b"HEAD") and path == b"/stats":
-            body = json.dumps(receiver.stats_now()).encode()
+            body = json.dumps(sink.stats_now()).encode()
             self._respond(_response("200 OK", body, b"application/json", head=head))
         elif method in (b"GET", b"HEAD") and path == b"/metrics":
-            body, content_type = receiver.metrics_text()
+            body, content_type = sink.metrics_text()
             self._respond(_response("200 OK", body, content_type, head=head))
         else:
-            receiver.stats.not_found += 1
+            stats.not_found += 1
             self._respond(_response("404 Not Found", _USAGE, head=head))
 
     def _records(self, path: str) -> None:
         """This receiver's complete record files, for `evbench collect` (after a run: a file is
         read whole, on the loop)."""
-        directory = self.receiver.writer.directory
+        directory = self.sink.records_dir()
         if path == recordshare.PREFIX:
             body = json.dumps(recordshare.listing(directory)).encode()
             self._respond(_response("200 OK", body, b"application/json"))
         elif (found := recordshare.resolve(directory, path)) is not None:
             self._respond(_response("200 OK", found.read_bytes(), b"application/octet-stream"))
         else:
-            self.receiver.stats.not_found += 1
+            self.state.stats.not_found += 1
             self._respond(_response("404 Not Found", _USAGE))
 
     def _body_limit(self) -> str:
         return f"event body larger than {self.limits.max_body_bytes} bytes"
 
     def _release_body(self) -> None:
-        self.receiver.buffered_bytes -= self.body_bytes
+        self.state.buffered_bytes -= self.body_bytes
         self.body_bytes = 0
         self.body_parts = []
 
@@ -351,7 +374,7 @@ class Connection(asyncio.Protocol):
 
     def _refuse(self, status: str, reason: str) -> None:
         """Answer, close, and count by status. The parser is unusable after an error anyway."""
-        stats = self.receiver.stats
+        stats = self.state.stats
         if status.startswith("400"):
             stats.malformed += 1
         else:
@@ -370,7 +393,7 @@ class Connection(asyncio.Protocol):
         self.deadline = time.monotonic() + _CLOSE_GRACE_S
 
     def _internal_error(self, exc: BaseException) -> None:
-        self.receiver.stats.internal_errors += 1
+        self.state.stats.internal_errors += 1
         print(f"receiver: internal error on a request: {exc!r}", file=sys.stderr)
         self._release_body()
         self._closing_now()
@@ -382,7 +405,7 @@ class Connection(asyncio.Protocol):
     def evict(self) -> None:
         """Closed to make room at the connection cap: it has not begun a request, so nothing
         is lost but a socket its client opened and never used."""
-        self.receiver.stats.idle_closed += 1
+        self.state.stats.idle_closed += 1
         self._closing_now()
         if self.transport is not None:
             self.transport.abort()  # its descriptor is free for the newcomer at once
@@ -398,10 +421,10 @@ class Connection(asyncio.Protocol):
             return
         self._closing_now()
         if self.in_request:
-            self.receiver.stats.timed_out += 1
+            self.state.stats.timed_out += 1
             self._release_body()
             answer = _response("408 Request Timeout", b"request too slow\n", close=True)
             self.transport.write(answer)
         else:
-            self.receiver.stats.idle_closed += 1
+            self.state.stats.idle_closed += 1
         self.transport.close()

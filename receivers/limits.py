@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from contract.argtypes import at_least_one, positive_seconds
+from runtime.argtypes import at_least_one, positive_seconds
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -1,7 +1,7 @@
 """The receiver's counters as Prometheus metrics: its GET /metrics, on the control plane
 beside /stats, made by the Prometheus client library.
 
-A custom collector reads the counters the receiver keeps anyway (receivers.server.Counters)
+A custom collector reads the counters the receiver keeps anyway (receivers.state.Counters)
 when Prometheus asks, so the hot path pays nothing per event for them. Not here, because a
 receiver cannot know them: latency (an event carries no send time; the analysis joins the sent
 and received records for it), and duplicates and foreign events (telling them apart takes every
@@ -10,17 +10,15 @@ id sent or seen, which the analysis has and a receiver running for hours must no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from contract.units import NS_PER_S
-
-if TYPE_CHECKING:
-    from receivers.server import Receiver
+from receivers.state import ServerState
 
 PREFIX = "evbench_receiver_"
 
@@ -52,11 +50,12 @@ _COUNTERS = (
 
 
 class _Counters(Collector):
-    def __init__(self, receiver: Receiver) -> None:
-        self.receiver = receiver
+    def __init__(self, state: ServerState[Any], pending_rows: Callable[[], int]) -> None:
+        self.state = state
+        self.pending_rows = pending_rows
 
     def collect(self) -> Iterable[Metric]:
-        receiver, stats = self.receiver, self.receiver.stats
+        state, stats = self.state, self.state.stats
         metrics: list[Metric] = [
             CounterMetricFamily(PREFIX + name, text, value=getattr(stats, attribute))
             for attribute, name, text in _COUNTERS
@@ -70,10 +69,10 @@ class _Counters(Collector):
         for status, count in sorted(stats.refused.items()):
             refused.add_metric([status], count)
         metrics.append(refused)
-        pending = len(receiver.writer.rows)
+        pending = self.pending_rows()
         levels = (
             ("open_connections", "connections open now", stats.open_connections),
-            ("buffered_bytes", "event bytes being received now", receiver.buffered_bytes),
+            ("buffered_bytes", "event bytes being received now", state.buffered_bytes),
             ("rows_pending", "records in memory, not yet handed to the writer", pending),
         )
         metrics += [GaugeMetricFamily(PREFIX + name, text, value=v) for name, text, v in levels]
@@ -92,9 +91,9 @@ class ReceiverMetrics:
     """One receiver's /metrics: a registry of its own (not the library's global one, which
     would add this process's Python and GC metrics) with the counters' collector."""
 
-    def __init__(self, receiver: Receiver) -> None:
+    def __init__(self, state: ServerState[Any], pending_rows: Callable[[], int]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Counters(receiver))
+        self.registry.register(_Counters(state, pending_rows))
 
     def exposition(self) -> tuple[bytes, bytes]:
         """The metrics in Prometheus' text format, and its content type: every Prometheus reads

@@ -16,67 +16,18 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract.lines import ReceiverStats
-from contract.parquet import PartWriter, Row, record_roll_s, slices
 from contract.records import RECEIVED_FIELDS
 from receivers.connection import Connection
 from receivers.identify import identify
 from receivers.limits import Limits
 from receivers.metrics import ReceiverMetrics
+from receivers.state import ServerState
+from runtime.parquet import PartWriter, Row, record_roll_s, slices
 
 _SWEEP_INTERVAL_S = 0.5
-
-
-@dataclass
-class Counters:
-    """The receiver's counters as attributes (the hot path adds to them); `doc()` is them as
-    the ReceiverStats its GET /stats and stopped line carry."""
-
-    received: int = 0
-    malformed: int = 0
-    invalid_ids: int = 0
-    not_found: int = 0
-    refused: dict[str, int] = field(default_factory=dict)  # status -> requests, beyond limits
-    timed_out: int = 0
-    idle_closed: int = 0
-    refused_connections: int = 0
-    internal_errors: int = 0
-    received_bytes: int = 0
-    connections: int = 0
-    open_connections: int = 0
-    rows_written: int = 0
-    parts_written: int = 0
-    quarantined: int = 0
-    write_errors: int = 0
-    unwritten_rows: int = 0
-    first_received_ns: int | None = None
-    last_received_ns: int | None = None
-
-    def doc(self) -> ReceiverStats:
-        return {
-            "received": self.received,
-            "malformed": self.malformed,
-            "invalid_ids": self.invalid_ids,
-            "not_found": self.not_found,
-            "refused": dict(self.refused),
-            "timed_out": self.timed_out,
-            "idle_closed": self.idle_closed,
-            "refused_connections": self.refused_connections,
-            "internal_errors": self.internal_errors,
-            "received_bytes": self.received_bytes,
-            "connections": self.connections,
-            "open_connections": self.open_connections,
-            "rows_written": self.rows_written,
-            "parts_written": self.parts_written,
-            "quarantined": self.quarantined,
-            "write_errors": self.write_errors,
-            "unwritten_rows": self.unwritten_rows,
-            "first_received_ns": self.first_received_ns,
-            "last_received_ns": self.last_received_ns,
-        }
 
 
 def _shifted_clock(shift_ns: int) -> Callable[[], int]:
@@ -110,14 +61,10 @@ class Receiver:
         self.port = port
         self.flush_interval_s = flush_interval_s
         self.limits = limits or Limits()
-        # Rolled every $EVBENCH_RECORD_ROLL_S (contract.parquet): a day leaves ~1,440 files.
+        # Rolled every $EVBENCH_RECORD_ROLL_S (runtime.parquet): a day leaves ~1,440 files.
         self.writer = PartWriter(out_dir, RECEIVED_FIELDS, prefix=name, roll_s=record_roll_s())
-        self.stats = Counters()
-        self.connections: set[Connection] = set()
-        # Connections that have not begun a request, oldest first: evicted at the cap.
-        self.fresh: dict[Connection, None] = {}
-        self.buffered_bytes = 0
-        self.body_limit_digits = len(str(self.limits.max_body_bytes))
+        self.state: ServerState[Connection] = ServerState(self.limits, self.now_ns)
+        self.stats = self.state.stats
         self._server: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._writing: asyncio.Future[object] | None = None
@@ -125,7 +72,7 @@ class Receiver:
         self._failing: str | None = None  # why writing fails, while it does (said once)
         # Made now, not at the first scrape: loading the Prometheus client then would hold up
         # the loop, and so the stamps of the events arriving meanwhile, mid-run.
-        self._metrics = ReceiverMetrics(self)
+        self._metrics = ReceiverMetrics(self.state, lambda: len(self.writer.rows))
 
     def metrics_text(self) -> tuple[bytes, bytes]:
         """GET /metrics: the counters in Prometheus' text format, and its content type
@@ -134,7 +81,7 @@ class Receiver:
 
     def stats_now(self) -> ReceiverStats:
         """GET /stats: the counters, and the level of event bytes being received now."""
-        return {**self.stats.doc(), "buffered_bytes": self.buffered_bytes}
+        return {**self.stats.doc(), "buffered_bytes": self.state.buffered_bytes}
 
     def record(self, conn: Connection) -> None:
         body = b"".join(conn.body_parts)
@@ -158,21 +105,29 @@ class Receiver:
             )
         )
 
+    def records_dir(self) -> Path:
+        return self.writer.directory
+
     def evict_fresh(self) -> bool:
         """Make room for a new connection at the cap by closing the oldest one that has not
         begun a request (a client that opens sockets and sends nothing must not lock others
         out); False when every connection is in a request or between requests."""
-        oldest = next(iter(self.fresh), None)
+        fresh = self.state.fresh
+        oldest = next(iter(fresh), None)
         if oldest is None:
             return False
-        del self.fresh[oldest]
+        del fresh[oldest]
         oldest.evict()
         return True
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self), self.host, self.port, backlog=4096, reuse_address=True
+            lambda: Connection(self.state, self),
+            self.host,
+            self.port,
+            backlog=4096,
+            reuse_address=True,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         await loop.run_in_executor(None, self.writer.warm_up)
@@ -183,7 +138,7 @@ class Receiver:
         while True:
             await asyncio.sleep(_SWEEP_INTERVAL_S)
             now = time.monotonic()
-            for conn in [c for c in self.connections if c.deadline < now]:
+            for conn in [c for c in self.state.connections if c.deadline < now]:
                 conn.expire()
 
     async def _flush_forever(self) -> None:

@@ -15,7 +15,7 @@ import threading
 
 import httptools
 
-from contract.procs import raise_fd_limit
+from runtime.procs import raise_fd_limit
 
 _ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 

@@ -16,7 +16,7 @@ import argparse
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from contract.argtypes import (
+from runtime.argtypes import (
     at_least_one,
     http_url,
     milliseconds,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from contract.parquet import PartWriter
 from contract.records import CONSUMER_LAG_FIELDS, ConsumerLagRow
+from runtime.parquet import PartWriter
 
 
 def partition_lag(end_offset: int, committed: int | None, low_offset: int) -> int:

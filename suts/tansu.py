@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contract.errors import EvbenchError
-from contract.procs import die_with_parent
+from runtime.procs import die_with_parent
 
 
 def broker_binary() -> str:

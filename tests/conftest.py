@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from contract.procs import Child
 from evbench.instruments import start_receiver
+from runtime.procs import Child
 from tests import tiers
 
 if TYPE_CHECKING:  # PySpark is imported by the tests that use Spark, not by the pure ones

@@ -1,9 +1,14 @@
 """The import floors of docs/design.md §2, read from the source (nothing is imported or run).
 
-- the shared floor, `contract`, imports nothing else of the project, and of the outside
-  world only the standard library and pyarrow;
-- `loadgen`, `receivers`, `suts` and `analysis` import only themselves and the floor;
+- the contract (`contract`: data definitions) imports nothing else of the project, and of the
+  outside world only the standard library and pyarrow;
+- the runtime the packages share (`runtime`) imports only itself and the contract, and the
+  same outside world;
+- `loadgen`, `receivers`, `suts` and `analysis` import only themselves, the runtime and the
+  contract;
 - the orchestration (the rest of `evbench`) may import everything;
+- no module reaches itself through its imports (type-checking imports included): a cycle
+  means two modules that cannot be read, tested or replaced apart;
 - gevent and Locust monkey-patch the process that imports them, so no module that a process
   loading Spark, running the receiver or pacing a sender imports (directly or through others)
   may import them.
@@ -20,8 +25,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR = "contract"
+RUNTIME = "runtime"
 PACKAGES = ("loadgen", "receivers", "suts", "analysis")
-PROJECT = ("evbench", FLOOR, *PACKAGES)
+PROJECT = ("evbench", FLOOR, RUNTIME, *PACKAGES)
 FLOOR_THIRD_PARTY = {"pyarrow"}
 PATCHING = {"gevent", "geventhttpclient", "locust"}
 # Entry points of the processes that load Spark (the CLI runs `analyze` in-process, and the
@@ -79,10 +85,8 @@ def _project_module(name: str) -> str | None:
 
 
 def _owner(module: str) -> str:
-    if module == FLOOR or module.startswith(FLOOR + "."):
-        return FLOOR
     top = module.split(".")[0]
-    return top if top in PACKAGES else "orchestration"
+    return top if top in (FLOOR, RUNTIME, *PACKAGES) else "orchestration"
 
 
 def _top(name: str) -> str:
@@ -92,24 +96,30 @@ def _top(name: str) -> str:
 def test_the_source_is_read_at_all():
     """Guards every rule below against passing because nothing was found."""
     assert "loadgen.engine" in MODULES and "contract.records" in MODULES
+    assert "runtime.parquet" in MODULES and "receivers.server" in MODULES
     assert "contract.records" in {_project_module(n) for n in imports_of("loadgen.engine")}
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) == FLOOR))
-def test_the_floor_stands_on_nothing_of_the_project(module):
+# What each layer may import of the project: itself and the layers below it.
+BELOW = {FLOOR: (FLOOR,), RUNTIME: (RUNTIME, FLOOR)}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) in BELOW))
+def test_the_contract_and_the_runtime_stand_on_nothing_above_them(module):
+    owner = _owner(module)
     for name in imports_of(module):
         target = _project_module(name)
         if target is not None:
-            assert _owner(target) == FLOOR, f"{module} imports {target}, above the floor"
+            assert _owner(target) in BELOW[owner], f"{module} imports {target}, above {owner}"
         elif _top(name) in PROJECT:
-            raise AssertionError(f"{module} imports {name}, which is not a module of the floor")
+            raise AssertionError(f"{module} imports {name}, which is not a module of the project")
         else:
             top = _top(name)
             allowed = (
                 top in sys.stdlib_module_names or top in FLOOR_THIRD_PARTY or top == "__future__"
             )
             assert allowed, (
-                f"{module} imports {name}: the floor uses the standard library and pyarrow only"
+                f"{module} imports {name}: {owner} uses the standard library and pyarrow only"
             )
 
 
@@ -121,9 +131,35 @@ def test_a_package_imports_only_itself_and_the_floor(module):
         if target is None:
             assert _top(name) not in PROJECT, f"{module} imports {name}, which does not exist"
             continue
-        assert _owner(target) in (owner, FLOOR), (
-            f"{module} imports {target}: {owner} may import only itself and {FLOOR}"
+        assert _owner(target) in (owner, RUNTIME, FLOOR), (
+            f"{module} imports {target}: {owner} may import only itself, {RUNTIME} and {FLOOR}"
         )
+
+
+def _imported(module: str) -> set[str]:
+    """The project's modules `module` imports, itself left out."""
+    return {t for n in imports_of(module) if (t := _project_module(n)) not in (None, module)}
+
+
+def cycle_through(start: str) -> list[str] | None:
+    """A shortest chain of imports from `start` back to itself (None: there is none)."""
+    paths = {start: [start]}
+    todo = [start]
+    while todo:
+        module = todo.pop(0)
+        for target in sorted(_imported(module)):
+            if target == start:
+                return [*paths[module], start]
+            if target not in paths:
+                paths[target] = [*paths[module], target]
+                todo.append(target)
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_itself_through_others(module):
+    cycle = cycle_through(module)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
 def _reachable(entry: str) -> set[str]:

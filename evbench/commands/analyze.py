@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.slices import SLICE_EVENTS
-from contract.argtypes import at_least_one, seconds, spark_master, spark_remote
-from contract.clocks import CORRECTION_MODES, DEFAULT_CORRECTION
 from contract.errors import EvbenchError
 from contract.layout import analysed_summaries
 from evbench.commands import Subcommands, echo
+from runtime.argtypes import at_least_one, seconds, spark_master, spark_remote
+from runtime.clocks import CORRECTION_MODES, DEFAULT_CORRECTION
 
 if TYPE_CHECKING:  # Spark and the analysis load only when a command runs (see main)
     from pyspark.sql import SparkSession

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from contract.argtypes import at_least_one, payload_bytes, positive_seconds
 from contract.errors import EvbenchError
 from contract.layout import next_run_id
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
 from evbench.session_args import add_flags, add_session_arguments, insight_kwargs
+from runtime.argtypes import at_least_one, payload_bytes, positive_seconds
 
 if TYPE_CHECKING:  # the command's imports are deferred: --help must not load the clients
     from evbench.consumers import ConsumerSpec
@@ -161,12 +161,12 @@ def _note_bare_only(args: argparse.Namespace, lab: list[str]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from contract.parquet import record_roll_s
     from evbench.consumers import LAB_CONSUMERS, BareClientOptions
     from evbench.lab_args import check_receiver_address, lab_settings
     from evbench.memory import run_memory
     from evbench.options import MemoryOptions
     from evbench.session_args import runs_dir as checked_runs_dir
+    from runtime.parquet import record_roll_s
 
     specs = _checked_specs(args)
     _note_bare_only(args, [s.name for s in specs if s.client in LAB_CONSUMERS])

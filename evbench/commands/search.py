@@ -6,10 +6,8 @@ import argparse
 import signal
 from typing import TYPE_CHECKING, Any
 
-from contract.argtypes import at_least_one, seconds
 from contract.errors import EvbenchError
 from contract.layout import sut_dir_for
-from contract.parquet import part_files
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import (
     add_plot_metric_argument,
@@ -19,6 +17,8 @@ from evbench.commands.analyze import (
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
+from runtime.argtypes import at_least_one, seconds
+from runtime.parquet import part_files
 
 if TYPE_CHECKING:
     from evbench.probejudge import Objective

@@ -8,11 +8,11 @@ import json
 import threading
 from pathlib import Path
 
-from contract.argtypes import at_least_one, port_number, positive_seconds
 from contract.errors import EvbenchError
 from contract.lines import Listening
-from contract.recordshare import HEAD_TIMEOUT_S, MAX_CONNECTIONS, server
 from evbench.commands import Subcommands
+from runtime.argtypes import at_least_one, port_number, positive_seconds
+from runtime.recordshare import HEAD_TIMEOUT_S, MAX_CONNECTIONS, server
 
 
 def add(commands: Subcommands) -> None:

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from contract.argtypes import port_number, positive_seconds
+from runtime.argtypes import port_number, positive_seconds
 from loadgen.fleet import master, worker
 from loadgen.settings import add_sender_arguments, settings_from_args
 

@@ -22,10 +22,10 @@ from locust.env import Environment
 from locust.runners import WorkerRunner
 
 from contract.lines import parse_sender_line
-from contract.procs import Child
 from loadgen.fleet import messages
 from loadgen.fleet.locust_stats import feed
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
+from runtime.procs import Child
 
 
 def serve(master_host: str, master_port: int, out: Path | None, log_dir: Path) -> int:

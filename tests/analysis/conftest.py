@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from contract.parquet import PartWriter
 from contract.records import (
     CONSUMER_LAG_FIELDS,
     PROCESS_SAMPLE_FIELDS,
     ConsumerLagRow,
     ProcessSampleRow,
 )
+from runtime.parquet import PartWriter
 from tests.analysis.crafted import T0, craft
 
 

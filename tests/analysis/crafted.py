@@ -2,7 +2,6 @@
 
 import json
 
-from contract.parquet import PartWriter
 from contract.records import (
     INFLIGHT_CAP_ERROR,
     RECEIVED_FIELDS,
@@ -10,6 +9,7 @@ from contract.records import (
     ReceivedRow,
     SentRow,
 )
+from runtime.parquet import PartWriter
 
 S, MS = 1_000_000_000, 1_000_000
 T0 = 1_750_000_000 * S

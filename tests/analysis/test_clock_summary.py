@@ -3,8 +3,8 @@
 import pytest
 
 from analysis.summary import clock_summary
-from contract.clocks import Correction, OffsetEstimate
 from contract.documents import ClockSummaryDoc, problems
+from runtime.clocks import Correction, OffsetEstimate
 
 MS = 1_000_000
 

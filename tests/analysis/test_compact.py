@@ -25,8 +25,8 @@ from analysis.sentindex import index_sent
 from analysis.slices import key_of
 from analysis.tasks import read_rows
 from contract.errors import RecordFileError
-from contract.parquet import PartWriter, arrow_schema
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
+from runtime.parquet import PartWriter, arrow_schema
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

@@ -9,8 +9,8 @@ import pytest
 
 from analysis.export import CUMULATIVE_FILES, running_batches, running_quantiles
 from analysis.job import AnalyzeOptions, analyze
-from contract.parquet import PartWriter
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow
+from runtime.parquet import PartWriter
 from tests.analysis.crafted import MS, T0, S, sent_row
 
 STEPS = [(200, 10), (400, 10)]  # (rate, seconds); 2 s gap between them

@@ -27,8 +27,8 @@ from analysis.insight import (
     within_plots,
 )
 from contract.errors import RecordFileError
-from contract.parquet import PartWriter, arrow_schema
 from contract.records import METRIC_SAMPLE_FIELDS, MetricSampleRow
+from runtime.parquet import PartWriter, arrow_schema
 
 S = 1_000_000_000
 NAN = math.nan

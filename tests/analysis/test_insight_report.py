@@ -14,8 +14,8 @@ import pytest
 from analysis.report import write_report
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.layout import SutDir
-from contract.parquet import PartWriter
 from contract.records import METRIC_SAMPLE_FIELDS, MetricSampleRow
+from runtime.parquet import PartWriter
 from tests.analysis.crafted import STEPS, T0
 from tests.browser import console_errors, evaluate
 

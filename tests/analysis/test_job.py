@@ -8,9 +8,9 @@ import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
 from contract.errors import EvbenchError, RecordFileError
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.knative import import_knative
+from runtime.parquet import read_parts
 from tests.analysis.crafted import T0, craft
 
 

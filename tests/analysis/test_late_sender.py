@@ -9,8 +9,8 @@ import json
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut
-from contract.parquet import PartWriter
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
+from runtime.parquet import PartWriter
 
 S, MS = 1_000_000_000, 1_000_000
 T0 = 1_750_000_000 * S

@@ -14,8 +14,8 @@ from analysis.sentindex import index_sent
 from analysis.slices import key_of, slice_keys, slice_seconds, top_count
 from analysis.steps import StepContext
 from analysis.tasks import plan, run
-from contract.parquet import arrow_schema
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
+from runtime.parquet import arrow_schema
 
 S = 1_000_000_000
 T0 = 1_700_000_000 * S

@@ -25,9 +25,9 @@ from analysis.tasks import (
     rule_events,
     run,
 )
-from contract.clocks import Correction, OffsetEstimate
-from contract.parquet import PartWriter
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
+from runtime.clocks import Correction, OffsetEstimate
+from runtime.parquet import PartWriter
 
 S = 1_000_000_000
 MS = 1_000_000

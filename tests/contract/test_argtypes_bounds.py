@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from contract.argtypes import (
+from contract.errors import EvbenchError
+from contract.layout import new_sut_dir, unusable_directory
+from contract.records import event_id
+from loadgen.payload import PayloadBuilder
+from receivers.limits import Limits
+from runtime.argtypes import (
     EPOCH_NS_MIN,
     PAYLOAD_MAX_BYTES,
     PAYLOAD_MIN_BYTES,
@@ -24,11 +29,6 @@ from contract.argtypes import (
     spark_remote,
     workers_on_this_host,
 )
-from contract.errors import EvbenchError
-from contract.layout import new_sut_dir, unusable_directory
-from contract.records import event_id
-from loadgen.payload import PayloadBuilder
-from receivers.limits import Limits
 
 
 def test_the_largest_payload_is_the_receivers_body_limit() -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from contract.clocks import (
+from runtime.clocks import (
     Correction,
     Exchange,
     OffsetEstimate,

@@ -4,8 +4,8 @@ import pytest
 
 from contract.errors import EvbenchError
 from contract.layout import MAX_COMPONENT_CHARS, new_sut_dir, safe_component
-from contract.parquet import PartWriter
 from contract.records import SENT_FIELDS
+from runtime.parquet import PartWriter
 
 RULE = f"1 to {MAX_COMPONENT_CHARS} characters"
 

@@ -2,8 +2,8 @@
 
 import json
 
-from contract.parquet import PartWriter, read_parts
 from contract.records import RECEIVED_FIELDS
+from runtime.parquet import PartWriter, read_parts
 
 
 def _row(event_id: object, received_ns: object = 1) -> tuple:

@@ -5,13 +5,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from contract.errors import RecordFileError
-from contract.parquet import PartWriter, arrow_schema, part_files, read_parts
 from contract.records import (
     RECEIVED_FIELDS,
     ROW_TYPES,
     SENT_FIELDS,
     SentRow,
 )
+from runtime.parquet import PartWriter, arrow_schema, part_files, read_parts
 
 CONTRACT_TYPES = {
     "string": pa.string(),

@@ -1,12 +1,12 @@
 """What a records server offers of a directory whose parts roll: the rolled files and the parts
-none holds, never a part twice nor a file being written (contract.recordshare, by the rule of
+none holds, never a part twice nor a file being written (runtime.recordshare, by the rule of
 contract.partnames)."""
 
 from __future__ import annotations
 
-from contract.parquet import PartWriter
 from contract.records import RECEIVED_FIELDS
-from contract.recordshare import PREFIX, listing, resolve
+from runtime.parquet import PartWriter
+from runtime.recordshare import PREFIX, listing, resolve
 
 
 def _rows(first: int, count: int) -> list[tuple]:

@@ -1,5 +1,5 @@
 """The part writer's rolls on real files: few files for many flushes, every row once, whatever
-state a kill leaves (contract.parquet, contract.partnames)."""
+state a kill leaves (runtime.parquet, contract.partnames)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from contract.errors import EvbenchError
-from contract.parquet import (
+from contract.partnames import parse
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
+from loadgen.pace import Step
+from loadgen.recorder import RowPlan, SentRecorder
+from loadgen.schedule import plan_steps
+from runtime.parquet import (
     DEFAULT_ROLL_S,
     ROLL_ENV,
     PartWriter,
@@ -20,11 +25,6 @@ from contract.parquet import (
     read_parts,
     record_roll_s,
 )
-from contract.partnames import parse
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS
-from loadgen.pace import Step
-from loadgen.recorder import RowPlan, SentRecorder
-from loadgen.schedule import plan_steps
 
 
 def _rows(first: int, count: int) -> list[tuple]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from contract.procs import Child
+from runtime.procs import Child
 
 REPO = Path(__file__).resolve().parents[2]
 SUBNET = "198.18.0"  # RFC 2544: reserved for benchmarks, routed nowhere

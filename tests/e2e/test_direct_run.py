@@ -12,11 +12,11 @@ import pytest
 
 from analysis.job import AnalyzeOptions, analyze, analyze_sut
 from contract.documents import RunDoc, SummaryDoc, problems
-from contract.parquet import part_files, read_parts
-from contract.procs import die_with_parent
 from contract.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
+from runtime.parquet import part_files, read_parts
+from runtime.procs import die_with_parent
 from tests.browser import console_errors, drawn, render
 from tests.conftest import wait_until
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from contract.documents import RunDoc, problems
-from contract.parquet import read_parts
-from contract.procs import die_with_parent
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
+from runtime.parquet import read_parts
+from runtime.procs import die_with_parent
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

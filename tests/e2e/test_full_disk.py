@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from contract.files import write_text_atomically
+from runtime.files import write_text_atomically
 from tests.receivers.rxproc import fill, small_tmpfs
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from contract.documents import RunDoc, problems
-from contract.parquet import read_parts
-from contract.procs import Child
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from contract.units import NS_PER_MS
+from runtime.parquet import read_parts
+from runtime.procs import Child
 from tests.e2e.netns import Host, Network, namespace_of, network
 
 pytestmark = pytest.mark.e2e

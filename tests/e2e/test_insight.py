@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from contract.documents import RunDoc
-from contract.parquet import read_parts
 from contract.records import METRIC_SAMPLE_FIELDS, RECEIVED_FIELDS
+from runtime.parquet import read_parts
 from tests.e2e.hops import HttpHop
 
 pytestmark = pytest.mark.e2e

@@ -16,8 +16,6 @@ import psutil
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from contract.parquet import read_parts
-from contract.procs import Child
 from contract.records import (
     CONSUMER_LAG_FIELDS,
     PROCESS_SAMPLE_FIELDS,
@@ -28,6 +26,8 @@ from evbench.options import RunOptions, RunOutcome
 from evbench.runner import run, run_matrix
 from loadgen.pace import resolve_pace
 from loadgen.settings import SendKnobs
+from runtime.parquet import read_parts
+from runtime.procs import Child
 from suts.lab import KAFKA_SUTS, LOCAL_SUTS, LabSettings, Sut, driver_for
 from tests.conftest import wait_until
 from tests.suts.test_metrics import parse

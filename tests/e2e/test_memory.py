@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS
+from runtime.parquet import read_parts
 from tests.browser import console_errors, drawn, render
 
 pytestmark = pytest.mark.e2e

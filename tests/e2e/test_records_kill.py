@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.parquet import ROLL_ENV, part_files, read_parts
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from contract.units import NS_PER_S
 from loadgen.pace import Step
 from loadgen.schedule import plan_steps, schedule
 from loadgen.settings import SenderSettings, SendKnobs
+from runtime.parquet import ROLL_ENV, part_files, read_parts
 from tests.conftest import RunningReceiver, wait_until
 from tests.receivers.rxproc import EVENT_HEADERS, receiver_process
 

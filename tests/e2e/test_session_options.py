@@ -16,9 +16,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from contract.documents import RunDoc, problems
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.searchplan import Resolution
+from runtime.parquet import read_parts
 from suts.tansu import Tansu, create_topic
 from tests.e2e.hops import HttpHop, KafkaHop
 

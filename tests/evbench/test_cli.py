@@ -119,7 +119,7 @@ def test_unknown_sut_is_named(text):
 def test_ranged_argument_types(kind, text, expected):
     import argparse
 
-    from contract.argtypes import at_least_one, non_negative, port_number, positive_seconds
+    from runtime.argtypes import at_least_one, non_negative, port_number, positive_seconds
 
     parse = {
         "port": port_number,

@@ -14,9 +14,9 @@ import pytest
 
 from analysis.job import AnalyzeOptions, analyze_sut
 from contract.documents import RunDoc, problems
-from contract.procs import Child
-from contract.recordshare import fetch_all, listing, resolve, server
 from evbench.instruments import start_receiver
+from runtime.procs import Child
+from runtime.recordshare import fetch_all, listing, resolve, server
 
 pytestmark = pytest.mark.e2e
 

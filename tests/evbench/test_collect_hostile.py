@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from contract.recordshare import PeerError, fetch_all, listing, server
+from runtime.recordshare import PeerError, fetch_all, listing, server
 
 pytestmark = pytest.mark.e2e
 

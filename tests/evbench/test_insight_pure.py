@@ -8,7 +8,6 @@ import argparse
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from contract.argtypes import http_url, named_url
 from evbench.profiles import (
     PprofTarget,
     ProfileRequest,
@@ -17,6 +16,7 @@ from evbench.profiles import (
     profile_window,
 )
 from evbench.scrape import canonical_labels, parse_exposition, scrape_target, scraper_rows
+from runtime.argtypes import http_url, named_url
 
 
 @pytest.mark.parametrize(

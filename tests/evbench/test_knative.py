@@ -8,7 +8,6 @@ import pytest
 
 from contract.documents import RunDoc, problems
 from contract.errors import EvbenchError
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.knative import (
     Samples,
@@ -18,6 +17,7 @@ from evbench.knative import (
     rebuild_events,
     segments,
 )
+from runtime.parquet import read_parts
 
 T = 1573740000000.0  # ms since the epoch, November 2019
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.parquet import ROLL_ENV
+from runtime.parquet import ROLL_ENV
 
 pytestmark = pytest.mark.e2e
 

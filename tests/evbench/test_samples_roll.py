@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from analysis.report import _samples
-from contract.parquet import ROLL_ENV, part_files
 from contract.partnames import parse
 from evbench.samples import ProcessSampler
+from runtime.parquet import ROLL_ENV, part_files
 
 
 def test_the_process_samples_roll_and_read_back_once(

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import METRIC_SAMPLE_FIELDS
 from evbench.scrape import Scraper, ScrapeTarget
+from runtime.parquet import read_parts
 from tests.conftest import wait_until
 
 INTERVAL_S = 0.5

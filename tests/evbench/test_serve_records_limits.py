@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from contract.procs import Child
+from runtime.procs import Child
 from tests.conftest import wait_until
 from tests.slowclients import close_all, open_count, open_many, patient_get, trickle
 

@@ -6,11 +6,11 @@ import time
 import httpx
 import pytest
 
-from contract.clocks import estimate
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
 from loadgen.clocksync import exchange_with, measure, parse_answer
+from runtime.clocks import estimate
+from runtime.parquet import read_parts
 
 MS = 1_000_000
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 38\r\n\r\n"

@@ -7,12 +7,12 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from contract.parquet import PartWriter, read_parts
 from contract.records import SENT_FIELDS
 from loadgen.engine import Engine
 from loadgen.pace import Step
 from loadgen.recorder import RowPlan
 from loadgen.schedule import plan_steps
+from runtime.parquet import PartWriter, read_parts
 
 
 class _NoTransport:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import KAFKA_ACK_STATUS, SENT_FIELDS
 from loadgen.settings import SenderSettings
+from runtime.parquet import read_parts
 from suts.tansu import Tansu, create_topic
 
 pytestmark = pytest.mark.e2e

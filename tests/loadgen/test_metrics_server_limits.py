@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from contract.procs import Child
 from loadgen.settings import SenderSettings, SendKnobs
+from runtime.procs import Child
 from tests.conftest import RunningReceiver, wait_until
 from tests.slowclients import close_all, open_count, open_many, patient_get, still_open, trickle
 

@@ -1,9 +1,9 @@
 import pytest
 
-from contract.formulas import achieved_rate_per_s, percentile
 from contract.records import event_id
 from loadgen.payload import PayloadBuilder
 from receivers.identify import payload_event_id
+from runtime.formulas import achieved_rate_per_s, percentile
 
 
 @pytest.mark.parametrize("size", [64, 1000, 8192, 65536])

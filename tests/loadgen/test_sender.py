@@ -19,10 +19,10 @@ from contract.lines import (
     StepEnd,
     StepStart,
 )
-from contract.parquet import read_parts
-from contract.procs import Child
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.settings import SenderSettings, SendKnobs
+from runtime.parquet import read_parts
+from runtime.procs import Child
 from suts.faulty import BlackHole, SlowServer
 from tests.conftest import wait_until
 

@@ -11,11 +11,11 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contract.parquet import read_parts
-from contract.procs import Child
 from contract.records import SENT_FIELDS
 from loadgen.histogram import BOUNDS_NS
 from loadgen.settings import SenderSettings, SendKnobs
+from runtime.parquet import read_parts
+from runtime.procs import Child
 
 pytestmark = pytest.mark.e2e
 

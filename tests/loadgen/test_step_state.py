@@ -11,11 +11,11 @@ import weakref
 import numpy as np
 import pytest
 
-from contract.formulas import percentile
 from loadgen.collector import FULL_EVERY, INTERVAL_NS, OVERDUE_NS, StepCollector, generation_for
 from loadgen.loghist import LogHistogram
 from loadgen.schedule import PlannedStep
 from loadgen.stepstate import FOLD_AT, StepState
+from runtime.formulas import percentile
 
 _PER_SECOND = 20_000  # the pacer folds about once a second: at 20,000/s, this many values
 

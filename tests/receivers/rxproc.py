@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.procs import Child
+from runtime.procs import Child
 from tests.conftest import wait_until
 
 EVENT_HEADERS = {

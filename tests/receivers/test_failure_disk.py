@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
+from runtime.parquet import read_parts
 from tests.conftest import wait_until
 from tests.receivers.rxproc import (
     Rx,

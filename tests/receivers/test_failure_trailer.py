@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
 from receivers.server import Receiver
+from runtime.parquet import read_parts
 from tests.receivers.rxproc import Rx, post_events, receiver_process
 
 pytestmark = pytest.mark.e2e
@@ -105,9 +105,9 @@ def test_a_body_trickled_byte_by_byte_holds_one_buffer(tmp_path: Path):
                 writer.write(b"x")
                 await writer.drain()
                 # Read by the receiver before the next byte is sent: one read per byte.
-                while not any(c.body_bytes >= sent for c in receiver.connections):
+                while not any(c.body_bytes >= sent for c in receiver.state.connections):
                     await asyncio.sleep(0)
-            parts = max(len(c.body_parts) for c in receiver.connections)
+            parts = max(len(c.body_parts) for c in receiver.state.connections)
             writer.write(b"}")
             answer = await reader.readuntil(b"\r\n\r\n")
             writer.close()

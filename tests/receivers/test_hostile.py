@@ -12,9 +12,9 @@ import httpx
 import psutil
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
 from receivers.limits import MIB, Limits
+from runtime.parquet import read_parts
 from suts.hostile import KINDS, SLOW_KINDS, binary_event, storm, table
 from tests.conftest import wait_until
 from tests.receivers.test_limits import _exchange

@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.parquet import read_parts
 from contract.records import RECEIVED_FIELDS
 from evbench.instruments import start_receiver
 from receivers.connection import Connection
 from receivers.limits import Limits
 from receivers.server import Receiver
+from runtime.parquet import read_parts
 from suts.hostile import binary_event, structured_event
 from tests.conftest import RunningReceiver, wait_until
 

@@ -11,10 +11,10 @@ import pytest
 
 from contract.documents import problems
 from contract.lines import Listening, ReceiverStopped
-from contract.parquet import read_parts
-from contract.procs import Child
 from contract.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
+from runtime.parquet import read_parts
+from runtime.procs import Child
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from contract.procs import Child
+from runtime.procs import Child
 from suts.tansu import Tansu, create_topic
 
 pytestmark = pytest.mark.e2e

@@ -1,7 +1,7 @@
 """A lab process's /metrics: names, labels and values as a Prometheus scraper parses them.
 
 Pure: families built from given counts, read back with the client library's own parser. The
-endpoints of real processes under load are checked in tests/suts/test_lab.py."""
+endpoints of real processes under load are checked in tests/e2e/test_lab.py."""
 
 from __future__ import annotations
 

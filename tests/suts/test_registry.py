@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contract.errors import EvbenchError
-from contract.procs import Child
+from runtime.procs import Child
 from suts.driver import Started, Sut
 from suts.lab import DRIVERS, KAFKA_SUTS, LOCAL_SUTS, SUTS, LabSettings, make_sut, sut_help
 
