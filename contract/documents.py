@@ -17,9 +17,9 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type
 
 from contract.errors import EvbenchError
 from contract.insight import ProfileDoc, ScrapeDoc
-from contract.lines import OffsetDoc as OffsetDoc
-from contract.lines import ReceiverStats, SenderDone, renamed_keys
-from contract.lines import SenderClock as SenderClock
+from contract.lines import SenderClock, renamed_keys
+from contract.receiverlines import ReceiverStats
+from contract.senderlines import SenderDone
 
 RunStatus = Literal["running", "completed", "interrupted", "failed"]
 

@@ -20,14 +20,9 @@ from typing import cast
 from contract.documents import RunDoc, RunStatus, parse_receiver_stats
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
-from contract.lines import (
-    ReceiverStats,
-    SenderDone,
-    SenderRecord,
-    parse_sender_line,
-    parse_sender_record,
-)
+from contract.receiverlines import ReceiverStats
 from contract.records import RUN_JSON_VERSION
+from contract.senderlines import SenderDone, SenderRecord, parse_sender_line, parse_sender_record
 from evbench.rundoc import (
     RECEIVER_ENGINE,
     clock_document,

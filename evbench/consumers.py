@@ -13,8 +13,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from contract.consumerlines import parse_consumer_line
 from contract.errors import EvbenchError
-from contract.lines import parse_consumer_line
 from runtime.procs import Child
 from suts.settings import LabSettings
 

@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 from contract.documents import NotReported
-from contract.lines import ReceiverStats, SenderDone
+from contract.receiverlines import ReceiverStats
+from contract.senderlines import SenderDone
 from receivers.limits import Limits
 
 

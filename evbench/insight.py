@@ -11,7 +11,7 @@ from contract.documents import RunDoc
 from contract.errors import EvbenchError
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.layout import SutDir
-from contract.lines import SenderStart
+from contract.senderlines import SenderStart
 from evbench.options import SessionOptions
 from evbench.profiles import Profiler
 from evbench.scrape import Scraper, ScrapeTarget

@@ -22,7 +22,9 @@ from contract.documents import (
     SutDescription,
 )
 from contract.layout import SutDir
-from contract.lines import ReceiverStats, SenderClock, SenderDone
+from contract.lines import SenderClock
+from contract.receiverlines import ReceiverStats
+from contract.senderlines import SenderDone
 from evbench.consumers import BareClientOptions, ConsumerSpec
 from evbench.profiles import PprofTarget, ProfileRequest
 from evbench.scrape import ScrapeTarget

@@ -32,7 +32,7 @@ import psutil
 from contract.errors import EvbenchError
 from contract.insight import ProfileDoc, ProfileKind
 from contract.layout import SutDir, safe_component
-from contract.lines import PlannedStepDoc
+from contract.senderlines import PlannedStepDoc
 from contract.units import NS_PER_S
 from evbench import flamegraph
 from runtime.argtypes import named_url

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contract.lines import SenderProgress, StepEnd
+from contract.senderlines import SenderProgress, StepEnd
 
 
 def _ms(value: float | None) -> str:

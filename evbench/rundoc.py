@@ -31,8 +31,9 @@ from contract.documents import (
     SenderDoc,
 )
 from contract.layout import SutDir
-from contract.lines import SenderClock, SenderDone
+from contract.lines import SenderClock
 from contract.records import RUN_JSON_VERSION
+from contract.senderlines import SenderDone
 from contract.units import NS_PER_MS
 from evbench.options import RunOutcome, SessionOptions
 from loadgen.pace import Pace

@@ -18,8 +18,8 @@ from analysis.deaths import death_text
 from contract.documents import NotReported
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, sut_dir_for
-from contract.lines import SenderDone, SenderLine, parse_sender_line
 from contract.metricslines import parse_metrics_line
+from contract.senderlines import SenderDone, SenderLine, parse_sender_line
 from evbench.health import sender_failure
 from evbench.insight import check_profile
 from evbench.options import RunOptions, RunOutcome

@@ -38,7 +38,8 @@ from contract.documents import (
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir
-from contract.lines import SenderClock, SenderDone, SenderStart, parse_sender_line
+from contract.lines import SenderClock
+from contract.senderlines import SenderDone, SenderStart, parse_sender_line
 from contract.units import NS_PER_S
 from evbench.health import receiver_refusals, sender_failure
 from evbench.insight import check_profile

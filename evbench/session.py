@@ -41,7 +41,7 @@ from contract.documents import (
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
-from contract.lines import ReceiverStats
+from contract.receiverlines import ReceiverStats
 from evbench.deathwatch import DeathWatch
 from evbench.health import receiver_failure, receiver_limits, wait_for_stragglers
 from evbench.insight import Insight

@@ -20,16 +20,10 @@ import uvloop
 
 from contract.errors import EvbenchError
 from contract.layout import unusable_directory
-from contract.lines import (
-    SenderClock,
-    SenderDone,
-    SenderLine,
-    SenderRecord,
-    SenderStart,
-    SenderSummary,
-)
+from contract.lines import SenderClock
 from contract.metricslines import MetricsLine
 from contract.records import SENT_FIELDS, event_id, event_id_prefix
+from contract.senderlines import SenderDone, SenderLine, SenderRecord, SenderStart, SenderSummary
 from contract.units import NS_PER_S
 from loadgen.clocksync import measure
 from loadgen.engine import Engine

@@ -22,15 +22,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from contract.lines import (
-    Draining,
-    EngineSummary,
-    SenderLine,
-    StepEnd,
-    StepStart,
-    WarningLine,
-)
+from contract.lines import WarningLine
 from contract.records import INFLIGHT_CAP_ERROR
+from contract.senderlines import Draining, EngineSummary, SenderLine, StepEnd, StepStart
 from contract.units import MS_PER_S, NS_PER_MS
 from loadgen.collector import StepCollector
 from loadgen.recorder import NO_TIME, RowPlan, SentRecorder, is_decoy

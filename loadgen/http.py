@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from contract.lines import TransportStats
 from contract.records import DECOY_EVENT_TYPE, EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
+from contract.senderlines import TransportStats
 from contract.units import NS_PER_MS, NS_PER_S
 from loadgen.loghist import LogHistogram
 from loadgen.payload import PayloadBuilder

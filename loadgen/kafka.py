@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 from confluent_kafka import KafkaException, Producer
 
-from contract.lines import TransportStats
 from contract.records import (
     DECOY_EVENT_TYPE,
     EVENT_ID_HEADER,
@@ -31,6 +30,7 @@ from contract.records import (
     KAFKA_ACK_STATUS,
     WARMUP_EVENT_TYPE,
 )
+from contract.senderlines import TransportStats
 from loadgen.payload import PayloadBuilder
 from loadgen.request import Complete, Request
 

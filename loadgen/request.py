@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from contract.lines import TransportStats
+from contract.senderlines import TransportStats
 
 if TYPE_CHECKING:
     from loadgen.stepstate import StepState

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from contract.lines import PlannedStepDoc
+from contract.senderlines import PlannedStepDoc
 from loadgen.pace import Step
 
 NS_PER_S = 1_000_000_000

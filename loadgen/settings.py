@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from contract.lines import parse_sender_line
+from contract.senderlines import parse_sender_line
 from runtime.argtypes import (
     at_least_one,
     epoch_ns,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from contract.lines import SenderStepSummary
+from contract.senderlines import SenderStepSummary
 from contract.units import NS_PER_MS
 from loadgen.loghist import LogHistogram
 from loadgen.schedule import PlannedStep

@@ -5,7 +5,7 @@ log-linear histogram, p99 within 0.39 %) and turns it into a line every second."
 
 from __future__ import annotations
 
-from contract.lines import SenderAnswers, SenderProgress
+from contract.senderlines import SenderAnswers, SenderProgress
 from loadgen.loghist import LogHistogram
 from loadgen.stepstate import StepState, ms
 

@@ -18,7 +18,7 @@ import uvloop
 
 from contract.errors import EvbenchError
 from contract.layout import safe_component
-from contract.lines import Listening, ReceiverLine, ReceiverStats, ReceiverStopped
+from contract.receiverlines import Listening, ReceiverLine, ReceiverStats, ReceiverStopped
 from contract.units import NS_PER_MS
 from receivers.limits import Limits, add_limit_arguments, limits_from
 from runtime.argtypes import clock_shift_ms, directory_path, port_number, positive_seconds

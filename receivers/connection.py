@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import httptools
 
-from contract.lines import ReceiverStats
+from contract.receiverlines import ReceiverStats
 from contract.records import EVENT_ID_HEADER
 from receivers.identify import InvalidId, Malformed
 from receivers.state import ServerState

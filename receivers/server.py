@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from contract.lines import ReceiverStats
+from contract.receiverlines import ReceiverStats
 from contract.records import RECEIVED_FIELDS
 from receivers.connection import Connection
 from receivers.identify import identify

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from contract.lines import ReceiverStats
+from contract.receiverlines import ReceiverStats
 from receivers.limits import Limits
 
 Conn = TypeVar("Conn")

@@ -27,7 +27,7 @@ import httpx
 
 from contract.documents import SutDescription
 from contract.errors import EvbenchError
-from contract.lines import parse_component_line
+from contract.receiverlines import parse_component_line
 from runtime.procs import Child
 from suts.flags import ComponentSettings
 from suts.settings import DEFAULT_TRIGGER, LabSettings

@@ -24,7 +24,7 @@ from aiohttp import web
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client.metrics_core import Metric
 
-from contract.lines import Assigned
+from contract.receiverlines import Assigned
 from suts.cloudevents import (
     Filter,
     filter_attributes,

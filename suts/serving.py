@@ -22,7 +22,7 @@ import uvloop
 from aiohttp import web
 from prometheus_client.metrics_core import Metric
 
-from contract.lines import ComponentLine, ComponentStopped, Listening
+from contract.receiverlines import ComponentLine, ComponentStopped, Listening
 from suts.cloudevents import http_attributes
 from suts.metrics import (
     DELIVERY_COUNTERS,

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from contract.errors import EvbenchError
-from contract.lines import Listening
+from contract.receiverlines import Listening
 from evbench.commands import Subcommands
 from runtime.argtypes import at_least_one, port_number, positive_seconds
 from runtime.recordshare import HEAD_TIMEOUT_S, MAX_CONNECTIONS, server

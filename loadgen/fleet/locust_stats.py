@@ -15,7 +15,7 @@ import time
 
 from locust.stats import RequestStats, StatsEntry, StatsError, bucket_response_time
 
-from contract.lines import SenderAnswers
+from contract.senderlines import SenderAnswers
 
 METHOD = "POST"
 

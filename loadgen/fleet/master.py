@@ -31,15 +31,15 @@ from locust.html import get_html_report
 from locust.runners import STATE_MISSING, MasterRunner
 from prometheus_client import make_wsgi_app
 
-from contract.lines import (
+from contract.lines import WarningLine
+from contract.metricslines import MetricsLine, metrics_listening, parse_metrics_line
+from contract.senderlines import (
     FleetError,
     FleetListening,
     FleetWorker,
     SenderLine,
-    WarningLine,
     parse_sender_line,
 )
-from contract.metricslines import MetricsLine, metrics_listening, parse_metrics_line
 from contract.units import NS_PER_S
 from loadgen.exposition import registry
 from loadgen.fleet import messages

@@ -30,7 +30,7 @@ class PlanOk(TypedDict):
 
 class Line(TypedDict):
     index: int
-    line: dict[str, Any]  # a sender line as printed (contract.lines.SenderLine: parsed there)
+    line: dict[str, Any]  # a sender line as printed (contract.senderlines.SenderLine: parsed there)
 
 
 class Exit(TypedDict):

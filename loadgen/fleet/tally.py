@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args, get_type_hints
 
-from contract.lines import (
+from contract.lines import WarningLine
+from contract.senderlines import (
     SenderCounts,
     SenderDone,
     SenderLine,
@@ -35,7 +36,6 @@ from contract.lines import (
     StepStart,
     StepTimings,
     TransportStats,
-    WarningLine,
     parse_sender_summary,
 )
 

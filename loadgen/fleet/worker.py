@@ -21,7 +21,7 @@ from pathlib import Path
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from contract.lines import parse_sender_line
+from contract.senderlines import parse_sender_line
 from loadgen.fleet import messages
 from loadgen.fleet.locust_stats import feed
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args

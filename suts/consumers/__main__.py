@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 
-from contract.lines import ConsumerDone, ConsumerLine, ConsumerProgress, ConsumerReady
+from contract.consumerlines import ConsumerDone, ConsumerLine, ConsumerProgress, ConsumerReady
 
 CLIENTS = ("confluent", "aiokafka", "kafka-python")
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Protocol
 
-from contract.lines import ConsumerQueue
+from contract.consumerlines import ConsumerQueue
 
 _BATCH = 500
 _POLL_S = 0.2

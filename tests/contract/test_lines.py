@@ -4,16 +4,15 @@ import json
 
 import pytest
 
+from contract.consumerlines import parse_consumer_line
 from contract.documents import RunDoc, read_document
 from contract.errors import EvbenchError
-from contract.lines import (
+from contract.receiverlines import parse_component_line, parse_receiver_line
+from contract.senderlines import (
     SenderStepSummary,
     StepCounts,
     StepIdentity,
     StepTimings,
-    parse_component_line,
-    parse_consumer_line,
-    parse_receiver_line,
     parse_sender_line,
     parse_sender_summary,
 )

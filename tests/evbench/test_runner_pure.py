@@ -2,7 +2,7 @@ import pytest
 
 from contract.errors import EvbenchError
 from contract.layout import new_sut_dir, next_run_id
-from contract.lines import ReceiverStats
+from contract.receiverlines import ReceiverStats
 from evbench.health import grace_verdict, receiver_failure, receiver_limits, sender_failure
 from evbench.options import RunOptions
 from evbench.progress import progress_line, step_line
@@ -75,7 +75,7 @@ def test_lines_show_target_achieved_lag_failures_received():
     assert "(worker 1, 1 reporting) FAILED: 0" in progress_line(failed, 12, None)
 
 
-# A receiver's final counters, every key its type requires (contract.lines.ReceiverStats).
+# A receiver's final counters, every key its type requires (contract.receiverlines.ReceiverStats).
 STATS = {
     **dict.fromkeys(ReceiverStats.__required_keys__, 0),
     "refused": {},

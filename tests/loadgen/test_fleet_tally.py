@@ -4,7 +4,7 @@ prints) out. Pure."""
 import pytest
 
 from contract.documents import problems
-from contract.lines import SenderDone, SenderProgress, SenderStart, StepEnd, parse_sender_line
+from contract.senderlines import SenderDone, SenderProgress, SenderStart, StepEnd, parse_sender_line
 from loadgen.fleet.tally import Tally, merged_done
 
 RATE = 1000

@@ -13,7 +13,7 @@ import pytest
 import uvloop
 
 from contract.documents import problems
-from contract.lines import StepEnd, parse_sender_line
+from contract.senderlines import StepEnd, parse_sender_line
 from loadgen.fleet.tally import Tally
 from loadgen.http import _CLOSES_PER_SWEEP, HttpTransport, excess_idle
 from loadgen.payload import PayloadBuilder

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from contract.documents import problems
-from contract.lines import (
+from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from contract.senderlines import (
     SenderAnswers,
     SenderDone,
     SenderProgress,
@@ -19,7 +20,6 @@ from contract.lines import (
     StepEnd,
     StepStart,
 )
-from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from loadgen.settings import SenderSettings, SendKnobs
 from runtime.parquet import read_parts
 from runtime.procs import Child

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from contract.documents import problems
-from contract.lines import Listening, ReceiverStopped
+from contract.receiverlines import Listening, ReceiverStopped
 from contract.records import RECEIVED_FIELDS
 from loadgen.payload import PayloadBuilder
 from runtime.parquet import read_parts
