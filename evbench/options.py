@@ -25,6 +25,7 @@ from contract.layout import SutDir
 from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
 from contract.senderlines import SenderDone
+from evbench.campaign import exit_code
 from evbench.consumers import BareClientOptions, ConsumerSpec
 from evbench.profiles import PprofTarget, ProfileRequest
 from evbench.scrape import ScrapeTarget
@@ -111,7 +112,7 @@ class RunOutcome:
 
     @property
     def exit_code(self) -> int:
-        return {"completed": 0, "interrupted": 130}.get(self.status, 1)
+        return exit_code(self.status)
 
 
 @dataclass(frozen=True, kw_only=True)

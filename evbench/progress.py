@@ -9,9 +9,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
 
-def progress_line(doc: SenderProgress, steps_total: int, received: int | None) -> str:
+def progress_line(doc: SenderProgress, steps_total: int | None, received: int | None) -> str:
     """A sender 'progress' event as one line: the step's pace vs what the last second achieved."""
-    label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
+    label = _label(doc["step"], steps_total)
     return (
         f"{label:>12}  {doc['target_rate_per_s']:>6}/s  last 1 s {doc['window_sent']:>6}/s  "
         f"lag p99 {_ms(doc['lag_p99_ms']):>9}{_fleet(doc)}  failures {doc['failures']:>5}  "
@@ -29,9 +29,9 @@ def _fleet(doc: SenderProgress) -> str:
     return text
 
 
-def step_line(doc: StepEnd, steps_total: int, received: int | None) -> str:
+def step_line(doc: StepEnd, steps_total: int | None, received: int | None) -> str:
     """A sender 'step_end' event: the step's target against its achieved send rate."""
-    label = "warmup" if doc["step"] == 0 else f"step {doc['step']}/{steps_total}"
+    label = _label(doc["step"], steps_total)
     target = doc["target_rate_per_s"]
     achieved = doc["achieved_send_rate_per_s"]
     ratio = 100 * achieved / target if target else 0.0
@@ -49,3 +49,10 @@ def step_line(doc: StepEnd, steps_total: int, received: int | None) -> str:
 
 def _count(value: int | None) -> str:
     return "?" if value is None else str(value)
+
+
+def _label(step: int, steps_total: int | None) -> str:
+    """Which step: of how many, where the plan knows (a search's probes are open-ended)."""
+    if step == 0:
+        return "warmup"
+    return f"step {step}" + (f"/{steps_total}" if steps_total else "")

@@ -16,11 +16,9 @@ never as a breaking point.
 
 from __future__ import annotations
 
-import queue
 import secrets
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -39,10 +37,12 @@ from contract.documents import (
 from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.lines import SenderClock
-from contract.senderlines import SenderDone, SenderStart, parse_sender_line
+from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
+from evbench.follow import follow_sender
 from evbench.health import receiver_refusals, sender_failure
 from evbench.insight import check_profile
+from evbench.interrupts import Interrupts
 from evbench.options import SessionOptions
 from evbench.probejudge import Objective, probe_figures, verdict_of
 from evbench.rundoc import sender_clocks, spanning_clocks
@@ -85,7 +85,7 @@ class _InstrumentFailed(Exception):
 @dataclass(frozen=True)
 class Searched:
     sut_dir: SutDir
-    status: str  # completed | interrupted | failed, as run.json says
+    status: RunStatus  # completed | interrupted | failed, as run.json says
     result: Result | None  # None unless completed
 
 
@@ -108,6 +108,7 @@ class _Search:
         self.probed: list[_Probed] = []
         self.pending: Probe | None = None  # the probe under way, in run.json's steps
         self.result: Result | None = None
+        self.interrupts = Interrupts(session.echo)
 
     def run(self) -> Result | None:
         session, echo = self.session, self.session.echo
@@ -117,11 +118,15 @@ class _Search:
         assert isinstance(first, Probe)  # a search always begins with a probe
         self.pending = first
         session.record = self._record
-        with session:
+        with self.interrupts, session:
+            # Ctrl-C during the teardown is not a sender's to take any more.
+            session.on_teardown(lambda: setattr(self.interrupts, "cleaning_up", True))
             try:
                 session.record("running")
                 session.start_receiver()
+                self.interrupts.checkpoint()
                 session.start_system()
+                self.interrupts.checkpoint()
                 self.result = self._probe_all()
                 session.outcome.status = "completed"
             except (_InstrumentFailed, EvbenchError, httpx.HTTPError) as exc:
@@ -274,25 +279,35 @@ class _Search:
         return self.session.sut is not None and self.session.sut.instruments_only
 
     def _send(self, settings: SenderSettings, step: int, probe: Probe) -> SenderDone:
-        """One probe's sender (or fleet) from start to its done line; its failures raise."""
-        session = self.session
+        """One probe's sender (or fleet) from start to its done line, followed as `run` follows
+        its sender (evbench.follow); its failures raise, and an interrupt it took ends the
+        search once it has flushed its records."""
+        session, interrupts = self.session, self.interrupts
         name = f"probe-{step}" if self.opts.workers > 1 else f"sender-{step}"
-        timeout_s = probe.hold_s + self.opts.send.drain_timeout_s + 120
-        log = session.sut_dir.logs
         try:
             sender = session.start_senders(settings, name)
-            log = sender.log_path
-            seen = _on_start(session.insight.on_sender_start)
-            done = _done_line(sender.wait_for("done", timeout_s, seen))
+        except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it started
+            session.stop_senders(30)
+            raise _InstrumentFailed(f"probe {step}: {exc}; see {session.sut_dir.logs}") from None
+        try:
+            interrupts.attach(sender)
+            done, silent = follow_sender(
+                session, sender, None, False, session.insight.on_sender_start
+            )
             code = sender.wait(30)
-        except (RuntimeError, TimeoutError, queue.Empty, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired:
             raise _InstrumentFailed(
-                f"probe {step}: {exc or 'the sender went silent'}; see {log}"
+                f"probe {step}: the sender did not exit 30 s after its done line; see "
+                f"{sender.log_path}"
             ) from None
         finally:
+            interrupts.detach()
             session.stop_senders(30)  # done, or stopped by its pid whatever went wrong
-        if failure := sender_failure(code, done):
-            raise _InstrumentFailed(f"probe {step}: {failure}; see {log}")
+        if interrupts.count:  # the user's: the probe under way ends, its records kept
+            raise KeyboardInterrupt
+        if failure := silent or sender_failure(code, done):
+            raise _InstrumentFailed(f"probe {step}: {failure}; see {sender.log_path}")
+        assert done is not None  # sender_failure says why when there is none
         return done
 
     def _check_receiver(self) -> None:
@@ -377,30 +392,6 @@ def _wait_until_written(session: Session, timeout_s: float = 10.0) -> None:
             return
         time.sleep(0.1)
     raise _InstrumentFailed(f"the receiver did not write its records within {timeout_s:g} s")
-
-
-def _on_start(on_start: Callable[[SenderStart], None]) -> Callable[[dict[str, Any]], None]:
-    """A line watcher handing the sender's start line (when each step begins) to `on_start`."""
-
-    def seen(doc: dict[str, Any]) -> None:
-        try:
-            line = parse_sender_line(doc) if doc.get("event") == "start" else None
-        except EvbenchError as exc:  # its contract broke: the probe's instruments failed
-            raise _InstrumentFailed(str(exc)) from None
-        if line is not None and line["event"] == "start":  # narrows the line to its type
-            on_start(line)
-
-    return seen
-
-
-def _done_line(doc: dict[str, Any]) -> SenderDone:
-    """The sender's done line as its type (the search waited for that event)."""
-    line = parse_sender_line(doc)
-    if line is None or line["event"] != "done":
-        raise _InstrumentFailed(f"the sender's last line was not its summary: {doc}")
-    if line["start_ns"] is None:  # a fleet whose every worker failed before it started
-        raise _InstrumentFailed(f"the sender never started: {line.get('failed_workers')}")
-    return line
 
 
 def _result_doc(result: Result) -> SearchResultDoc:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import signal
 from typing import TYPE_CHECKING, Any
 
+from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.layout import sut_dir_for
+from evbench.campaign import campaign_exit_code, each, refuse_taken
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import (
     add_plot_metric_argument,
@@ -172,10 +173,7 @@ def main(args: argparse.Namespace) -> int:
     suts = tuple(args.sut or LOCAL_SUTS)
     runs_dir = session["runs_dir"]
     session["run_id"] = run_id = args.run_id or next_run_id(runs_dir, "search")
-    for name in suts:  # before anything starts: results are never overwritten
-        if (root := sut_dir_for(runs_dir, run_id, "search", name).root).exists():
-            raise EvbenchError(f"{root} already exists: choose another --run-id")
-    signal.signal(signal.SIGTERM, _interrupt)
+    refuse_taken(sut_dir_for(runs_dir, run_id, "search", name).root for name in suts)
     options = {
         "plan": plan,
         "objective": objective,
@@ -212,28 +210,13 @@ def _plan(args: argparse.Namespace) -> tuple[SearchPlan, Objective]:
 
 
 def _search_each(suts: tuple[str, ...], options: dict[str, Any]) -> int:
-    """Each system in turn under one run id; the exit code of them all."""
+    """Each system in turn under one run id, as one campaign; the exit code of them all."""
     from evbench.search import SearchOptions, search
 
-    statuses = []
-    for number, name in enumerate(suts, 1):
-        if len(suts) > 1:
-            echo(f"[{number}/{len(suts)}] {name}")
-        try:
-            searched = search(SearchOptions(sut=name, **options), echo)
-        except EvbenchError as exc:
-            if len(suts) == 1:
-                raise
-            echo(f"{name} failed: {exc}\ngoing on with the next system")
-            statuses.append("failed")
-            continue
-        statuses.append(searched.status)
-        if searched.status == "interrupted":
-            echo(f"stopping: {len(suts) - number} systems not searched")
-            break
-    return 130 if "interrupted" in statuses else 1 if "failed" in statuses else 0
+    def drive(name: str) -> RunStatus:
+        return search(SearchOptions(sut=name, **options), echo).status
 
+    def recorded(name: str) -> bool:
+        return sut_dir_for(options["runs_dir"], options["run_id"], "search", name).run_json.exists()
 
-def _interrupt(signum: int, frame: object) -> None:
-    # `kill PID` stops a search as Ctrl-C does: the probe under way ends, everything is kept.
-    raise KeyboardInterrupt
+    return campaign_exit_code(each(suts, drive, recorded, echo))

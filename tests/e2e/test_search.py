@@ -4,6 +4,7 @@ instruments (a rate no single sender holds), and a system left with a backlog.""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -11,11 +12,15 @@ import pytest
 
 from analysis.job import AnalyzeOptions, analyze
 from contract.documents import SummaryDoc, problems
+from contract.records import SENT_FIELDS
 from evbench.search import SearchOptions, search
 from evbench.searchplan import Resolution, SearchPlan
 from loadgen.settings import SendKnobs
+from runtime.parquet import part_files, read_parts
+from runtime.procs import die_with_parent
 from suts.drivers import known_capacity
 from suts.lab import make_sut
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -137,3 +142,30 @@ def test_a_probe_and_the_final_analysis_agree_when_the_receivers_clock_is_shifte
         assert probe["e2e_p99_ms"] < shift_ms / 4, probe  # corrected, not the shift
         assert step["p99_e2e_ms"] == pytest.approx(probe["e2e_p99_ms"], abs=1.0), (probe, step)
         assert step["verdict"] == probe["verdict"], (probe, step)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_search_stops_its_probe_as_run_stops_its_sender(tmp_path, sig):
+    # One interrupt strategy (evbench.interrupts): mid-probe the signal is the sender's to take,
+    # so the probe under way flushes its records and the search ends interrupted (130), with
+    # run.json and every record kept.
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "evbench", "search", "--sut", "direct", "--from", "300",
+            "--max", "300", "--hold", "60", "--payload-bytes", "256", "--runs-dir",
+            str(tmp_path), "--run-id", "i", "--no-analyze",
+        ],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent,
+    )  # fmt: skip
+    sut_dir = tmp_path / "i-search" / "direct"
+    wait_until(lambda: len(part_files(sut_dir / "sent")) >= 2, 60, "the probe's records on disk")
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "stopping the sender; every record written so far is kept" in err, err
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert run["status"] == "interrupted", run["status"]
+    assert [s["rate_per_s"] for s in run["pace"]["steps"]] == [300]  # the probe under way
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS)
+    assert 300 < sent.num_rows < 300 * 60  # flushed up to the interrupt, not the whole hold
+    assert run["records"]["sent_rows"] == sent.num_rows

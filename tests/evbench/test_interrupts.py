@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from evbench.runner import _Interrupts
+from evbench.interrupts import Interrupts
 
 
 class _Swallows:
@@ -31,7 +31,7 @@ class _Sender:
 
 def test_a_swallowed_interrupt_unwinds_the_start_up_at_the_next_checkpoint(capsys):
     echoed: list[str] = []
-    with _Interrupts(echoed.append) as interrupts:
+    with Interrupts(echoed.append) as interrupts:
         interrupts.checkpoint()  # nothing yet
         _Swallows()  # made and dropped: its finalizer runs here
         assert interrupts.count == 1
@@ -44,7 +44,7 @@ def test_a_sender_started_after_a_swallowed_interrupt_unwinds_the_start_up(capsy
     # A sender just started is still importing: a SIGINT would kill it and the run would read
     # as its failure, so the start-up unwinds instead (the session's teardown stops it).
     sender = _Sender()
-    with _Interrupts(lambda _: None) as interrupts:
+    with Interrupts(lambda _: None) as interrupts:
         _Swallows()
         with pytest.raises(KeyboardInterrupt):
             interrupts.attach(sender)  # type: ignore[arg-type]
@@ -55,7 +55,7 @@ def test_a_sender_started_after_a_swallowed_interrupt_unwinds_the_start_up(capsy
 def test_interrupts_while_the_sender_runs_are_forwarded_to_it():
     echoed: list[str] = []
     sender = _Sender()
-    with _Interrupts(echoed.append) as interrupts:
+    with Interrupts(echoed.append) as interrupts:
         interrupts.attach(sender)  # type: ignore[arg-type]
         for _ in range(2):
             os.kill(os.getpid(), signal.SIGINT)
@@ -78,7 +78,7 @@ def test_other_unraisable_errors_still_reach_the_previous_hook():
     previous = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: seen.append(type(unraisable.exc_value))
     try:
-        with _Interrupts(lambda _: None):
+        with Interrupts(lambda _: None):
             _Fails()
     finally:
         sys.unraisablehook = previous
@@ -86,7 +86,7 @@ def test_other_unraisable_errors_still_reach_the_previous_hook():
 
 
 def test_an_interrupt_without_a_sender_attached_still_raises_directly():
-    with _Interrupts(lambda _: None), pytest.raises(KeyboardInterrupt):
+    with Interrupts(lambda _: None), pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(1000):
             pass

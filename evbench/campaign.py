@@ -1,0 +1,70 @@
+"""The campaign: every system (or scenario) of a command in turn under one run id, the one loop
+above the session (OpenMessaging Benchmark's workloads x drivers loop), written once for `run`,
+`search` and `memory`:
+
+- before anything starts, a directory an earlier run left is refused (results are never
+  overwritten), so no system's records land beside another run's;
+- each item is a policy's session; an item that fails after it recorded something (its run.json
+  or scenario) is said and the campaign goes on, while an error before anything was recorded (a
+  bad option, a missing tool) stops it, since every later item would fail the same way;
+- the first interrupted item stops the campaign: the user asked to stop, not to skip one;
+- the exit code is that of the worst item: 130 interrupted, 1 failed, 0 completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from contract.documents import RunStatus
+from contract.errors import EvbenchError
+
+_EXIT_CODES: dict[str, int] = {"completed": 0, "interrupted": 130}
+
+
+def refuse_taken(roots: Iterable[Path]) -> None:
+    """An EvbenchError naming the first directory that exists already."""
+    for root in roots:
+        if root.exists():
+            raise EvbenchError(
+                f"{root} already exists: choose another --run-id (results are never overwritten)"
+            )
+
+
+def exit_code(status: str) -> int:
+    """An item's exit code: 0 completed, 130 interrupted, 1 otherwise (failed)."""
+    return _EXIT_CODES.get(status, 1)
+
+
+def campaign_exit_code(statuses: Iterable[str]) -> int:
+    """The campaign's: the worst of its items' (interrupted over failed over completed)."""
+    return max((exit_code(s) for s in statuses), default=0)
+
+
+def each(
+    names: Sequence[str],
+    drive: Callable[[str], RunStatus],
+    recorded: Callable[[str], bool],
+    echo: Callable[[str], None],
+    noun: str = "system",
+) -> list[RunStatus]:
+    """`drive` each name in turn (numbered when there are several); the statuses of those
+    driven. `recorded(name)`: whether the item left a record, so that its failure is said
+    and the campaign goes on (otherwise the error stops it)."""
+    statuses: list[RunStatus] = []
+    for number, name in enumerate(names, 1):
+        if len(names) > 1:
+            echo(f"[{number}/{len(names)}] {name}")
+        try:
+            status = drive(name)
+        except EvbenchError as exc:
+            if len(names) == 1 or not recorded(name):
+                raise
+            echo(f"{name} failed: {exc}\ngoing on with the next {noun}")
+            status = "failed"
+        statuses.append(status)
+        if status == "interrupted":
+            left = len(names) - number
+            echo(f"stopping: {left} {noun}{'' if left == 1 else 's'} not run")
+            break
+    return statuses

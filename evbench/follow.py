@@ -1,0 +1,154 @@
+"""Following a sender (or a fleet's master) from its start line to its done line, one way for
+every policy: each line parsed once into its type (contract.senderlines), progress and step
+lines shown (rewritten in place on a terminal, every few seconds in a log), the instruments
+watched between lines (a dead receiver stops the sender, a system process's death is said), and
+a sender that goes silent stopped and named.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.deaths import death_text
+from contract.errors import EvbenchError
+from contract.metricslines import parse_metrics_line
+from contract.senderlines import SenderDone, SenderLine, SenderStart, parse_sender_line
+from evbench.progress import progress_line, step_line
+from evbench.session import Echo, Session
+from runtime.procs import Child
+
+_LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
+
+
+@dataclass
+class _Follow:
+    """What following the sender has seen so far."""
+
+    steps_total: int | None
+    live: bool
+    on_start: Callable[[SenderStart], None]
+    receiver_lost: bool = False
+    reported_dead: frozenset[str] = frozenset()
+    pending_live: bool = False
+    progress_count: int = 0
+
+
+def follow_sender(
+    session: Session,
+    sender: Child,
+    steps_total: int | None,
+    live: bool,
+    on_start: Callable[[SenderStart], None],
+) -> tuple[SenderDone | None, str | None]:
+    """The sender's final summary (None if it ended without one) and, if it had to be stopped
+    for going silent, why. `on_start` takes its start line (the schedule's start instant and
+    clock offsets), written before the first slot."""
+    follow = _Follow(steps_total, live, on_start)
+    knobs = session.opts.send
+    silence_s = knobs.request_timeout_s + knobs.drain_timeout_s + 60
+    while True:
+        try:
+            doc = sender.next_line(timeout_s=silence_s)
+        except queue.Empty:
+            sender.stop()
+            return None, f"sender went silent for {silence_s:g} s and was stopped"
+        if doc is None:
+            return None, None
+        _watch_instruments(session, sender, follow)
+        try:
+            line = parse_sender_line(doc)  # the one place the sender's output is read
+        except EvbenchError as exc:  # a line short of its keys: the sender's contract broke
+            unreadable(session, str(exc))
+            continue
+        if line is None:
+            _metrics_line(session, doc)
+            continue  # a kind this orchestration does not know: a newer sender's
+        if line["event"] == "done":
+            return line, None
+        _on_line(session, line, follow)
+
+
+def _metrics_line(session: Session, doc: dict[str, Any]) -> None:
+    """--sender-metrics-port: where the sender's live figures are (a port of 0 picked one)."""
+    try:
+        line = parse_metrics_line(doc)
+    except EvbenchError as exc:
+        unreadable(session, str(exc))
+        return
+    if line is not None and line["event"] == "metrics_listening":
+        session.echo(f"the sender's live figures: {line['url']}")
+
+
+def unreadable(session: Session, why: str) -> None:
+    """A line of the sender's that does not read as its type: an instrument failure, said once
+    per kind (the run goes on, so its records are kept)."""
+    failure = f"{why}: the sender and this evbench do not agree on its lines"
+    if failure not in session.outcome.instrument_failures:
+        session.outcome.instrument_failures.append(failure)
+        session.echo(f"instrument failed: {failure}")
+
+
+def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None:
+    """Between the sender's lines: a dead receiver ends the run; a dead system process is
+    said and the run goes on."""
+    receiver, echo = session.receiver, session.echo
+    if not follow.receiver_lost and receiver is not None and not receiver.alive():
+        # Every later delivery would be lost to a dead receiver: the run cannot stand, so
+        # stop the sender as Ctrl-C does (records kept) instead of sending the whole pace.
+        follow.receiver_lost = True
+        echo("receiver died: stopping the sender (the run has failed)")
+        sender.signal(signal.SIGINT)
+    for death in session.deaths():
+        if death["role"] in follow.reported_dead:
+            continue
+        # A system's process dying is a crash, not an instrument failure, nor a capacity
+        # limit: the run goes on, and the analysis judges the steps from then on by it.
+        follow.reported_dead |= {death["role"]}
+        when = death_text(death, session.outcome.schedule_start_ns)
+        echo(
+            f"{session.opts.sut}: {when}; going on (the steps from here are judged by the "
+            "crash, not as the system's capacity)"
+        )
+
+
+def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:
+    """One line of the sender's (other than done): recorded, printed or watched."""
+    echo = session.echo
+    if line["event"] == "start":
+        follow.on_start(line)
+    elif line["event"] == "fleet_worker":
+        session.sampler.watch(f"sender-w{line['index']}", line["pid"])
+    elif line["event"] == "progress":
+        follow.progress_count += 1
+        if follow.live or follow.progress_count % _LOG_PROGRESS_EVERY == 0:
+            _show(progress_line(line, follow.steps_total, _received(session)), follow, echo)
+    elif line["event"] == "step_end":
+        if follow.pending_live:
+            sys.stderr.write("\r\033[K")
+            follow.pending_live = False
+        echo(step_line(line, follow.steps_total, _received(session)))
+    elif line["event"] == "draining":
+        echo(f"waiting up to {line['timeout_s']:g} s for {line['inflight']} in-flight answers")
+    elif line["event"] == "warning":
+        echo(f"sender: {line['message']}")
+    elif line["event"] == "output":
+        echo(f"sender: {line['text']}")
+
+
+def _show(line: str, follow: _Follow, echo: Echo) -> None:
+    if follow.live:  # one line rewritten in place
+        sys.stderr.write("\r\033[K" + line)
+        sys.stderr.flush()
+        follow.pending_live = True
+    else:  # a log: a line every few seconds, so long steps still show progress
+        echo(line)
+
+
+def _received(session: Session) -> int | None:
+    stats = session.receiver_stats()
+    return None if stats is None else int(stats["received"])

@@ -1,0 +1,73 @@
+"""The one loop above the session (evbench.campaign), with fake items: pure logic."""
+
+import pytest
+
+from contract.errors import EvbenchError
+from evbench.campaign import campaign_exit_code, each, exit_code, refuse_taken
+
+
+def _drive(outcomes, driven):
+    """A drive that returns (or raises) each name's outcome, remembering the order."""
+
+    def drive(name):
+        driven.append(name)
+        outcome = outcomes[name]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return drive
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "recorded", "statuses", "code"),
+    [
+        ({"a": "completed", "b": "completed"}, set(), ["completed", "completed"], 0),
+        # a failure after something was recorded is said, and the campaign goes on
+        ({"a": EvbenchError("x"), "b": "completed"}, {"a"}, ["failed", "completed"], 1),
+        ({"a": "failed", "b": "completed"}, set(), ["failed", "completed"], 1),
+        # the first interrupted item stops the rest
+        ({"a": "interrupted", "b": "completed"}, set(), ["interrupted"], 130),
+        ({"a": "failed", "b": "interrupted", "c": "completed"}, set(), ["failed", "interrupted"],
+         130),
+    ],
+)  # fmt: skip
+def test_each_item_in_turn(outcomes, recorded, statuses, code):
+    driven, lines = [], []
+    got = each(tuple(outcomes), _drive(outcomes, driven), recorded.__contains__, lines.append)
+    assert got == statuses and driven == list(outcomes)[: len(statuses)]
+    assert campaign_exit_code(got) == code
+    assert lines[0] == f"[1/{len(outcomes)}] a"
+    if "interrupted" in got:
+        left = len(outcomes) - len(got)
+        assert lines[-1] == f"stopping: {left} system{'' if left == 1 else 's'} not run"
+
+
+def test_an_error_before_anything_was_recorded_stops_the_campaign():
+    driven = []
+    outcomes = {"a": EvbenchError("no such tool"), "b": "completed"}
+    with pytest.raises(EvbenchError, match="no such tool"):
+        each(("a", "b"), _drive(outcomes, driven), lambda name: False, lambda line: None)
+    assert driven == ["a"]
+
+
+def test_one_item_raises_its_error_and_is_not_numbered():
+    lines = []
+    with pytest.raises(EvbenchError):
+        each(("a",), _drive({"a": EvbenchError("x")}, []), lambda n: True, lines.append)
+    assert lines == []
+
+
+def test_a_taken_directory_is_refused_before_anything(tmp_path):
+    (tmp_path / "b").mkdir()
+    refuse_taken([tmp_path / "a"])  # none taken: nothing said
+    with pytest.raises(EvbenchError, match=r"b already exists: choose another --run-id"):
+        refuse_taken([tmp_path / "a", tmp_path / "b"])
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [("completed", 0), ("interrupted", 130), ("failed", 1), ("running", 1)]
+)
+def test_exit_codes(status, code):
+    assert exit_code(status) == code
+    assert campaign_exit_code([]) == 0
