@@ -89,7 +89,7 @@ def unreadable(session: Session, why: str) -> None:
     per kind (the run goes on, so its records are kept)."""
     failure = f"{why}: the sender and this evbench do not agree on its lines"
     if failure not in session.outcome.instrument_failures:
-        session.outcome.instrument_failures.append(failure)
+        session.instrument_failed(failure)
         session.echo(f"instrument failed: {failure}")
 
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 
-from contract.documents import NotReported, RunStatus
+from contract.documents import RunStatus
 from contract.layout import next_run_id, sut_dir_for
 from contract.senderlines import SenderStart
 from evbench.campaign import each, refuse_taken
@@ -43,7 +43,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
         f"{pace.events} events over {pace.duration_s} s -> {session.sut_dir.root}"
     )
     with Interrupts(echo) as interrupts, session:
-        session.record = lambda status: session.write(session.document(pace, status, has_warmup))
+        session.on_record(lambda status: session.write(session.document(pace, status, has_warmup)))
         # Ctrl-C during the teardown is not the sender's to take any more.
         session.on_teardown(lambda: setattr(interrupts, "cleaning_up", True))
         _drive(session, opts, interrupts, live)
@@ -53,7 +53,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
 
 def _drive(session: Session, opts: RunOptions, interrupts: Interrupts, live: bool) -> None:
     """Start the receiver, the system and the sender; follow the run; wait for stragglers."""
-    outcome, echo = session.outcome, session.echo
+    echo = session.echo
     session.start_receiver()
     interrupts.checkpoint()
     session.start_system()
@@ -63,28 +63,31 @@ def _drive(session: Session, opts: RunOptions, interrupts: Interrupts, live: boo
     summary, silent = follow_sender(
         session, sender, len(opts.pace.steps), live, lambda line: _started(session, line)
     )
-    outcome.sender = summary if summary is not None else NotReported()
+    session.sender_ended(summary)
     if failure := silent or sender_failure(sender.wait(timeout_s=30), summary):
-        outcome.instrument_failures.append(failure)
+        session.instrument_failed(failure)
         echo(f"instrument failed: {failure}; see {sender.log_path}")
     if session.receiver is not None and session.receiver.alive():
         # A sender that died says nothing of what it had acked: wait until quiet.
         expected = summary["ok"] if summary is not None else sys.maxsize
-        outcome.grace = session.stragglers(expected, interrupts=lambda: interrupts.count)
+        grace = session.stragglers(expected, interrupts=lambda: interrupts.count)
         if summary is None:
-            outcome.grace["expected"] = None  # unknown: the sender died before saying
-        elif not interrupts.count and (wiring := session.wiring_mistake(summary["ok"])):
-            outcome.instrument_failures.append(wiring)
+            grace["expected"] = None  # unknown: the sender died before saying
+        session.settled(grace)
+        wiring = (
+            None if summary is None or interrupts.count else session.wiring_mistake(summary["ok"])
+        )
+        if wiring:
+            session.instrument_failed(wiring)
             echo(f"instrument failed: {wiring}")
     stopped_early = interrupts.count or (summary is not None and summary["interrupted"])
-    outcome.status = "interrupted" if stopped_early else "completed"
+    session.finish("interrupted" if stopped_early else "completed")
 
 
 def _started(session: Session, line: SenderStart) -> None:
     """The sender's start line, recorded before its first slot, so that a run whose sender (or
     this process) dies is still analysed up to where its records end."""
-    session.outcome.schedule_start_ns = line["start_ns"]
-    session.outcome.sender_clocks = sender_clocks(line)
+    session.scheduled(line["start_ns"], sender_clocks(line))
     session.insight.on_sender_start(line)
     session.record("running")
 

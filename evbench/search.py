@@ -117,7 +117,7 @@ class _Search:
         first = next_step(self.opts.plan, [])
         assert isinstance(first, Probe)  # a search always begins with a probe
         self.pending = first
-        session.record = self._record
+        session.on_record(self._record)
         with self.interrupts, session:
             # Ctrl-C during the teardown is not a sender's to take any more.
             session.on_teardown(lambda: setattr(self.interrupts, "cleaning_up", True))
@@ -128,15 +128,15 @@ class _Search:
                 session.start_system()
                 self.interrupts.checkpoint()
                 self.result = self._probe_all()
-                session.outcome.status = "completed"
+                session.finish("completed")
             except (_InstrumentFailed, EvbenchError, httpx.HTTPError) as exc:
-                session.outcome.instrument_failures.append(str(exc))
+                session.instrument_failed(str(exc))
                 echo(f"search failed: {exc}")
             except KeyboardInterrupt:
-                session.outcome.status = "interrupted"
+                session.finish("interrupted")
                 echo("interrupted: the probes so far are kept")
             except BaseException as exc:
-                session.outcome.instrument_failures.append(f"the search itself failed: {exc!r}")
+                session.instrument_failed(f"the search itself failed: {exc!r}")
                 raise
         if session.outcome.status != "completed":
             self.result = None  # the receiver failed at the end: nothing found stands
@@ -329,18 +329,17 @@ class _Search:
         steps = [p.probe for p in probed] + ([self.pending] if self.pending else [])
         spec = ",".join(f"{p.rate_per_s}:{p.hold_s}" for p in steps)
         start_ns = probed[0].start_ns if probed else None
-        session.outcome.sender = SearchSenderSummary(
-            start_ns=start_ns,
-            sent=sum(p.sender["sent"] for p in probed),
-            ok=sum(p.sender["ok"] for p in probed),
-            failures=sum(p.sender["failures"] for p in probed),
-            probes=[p.sender for p in probed],
+        session.sender_ended(
+            SearchSenderSummary(
+                start_ns=start_ns,
+                sent=sum(p.sender["sent"] for p in probed),
+                ok=sum(p.sender["ok"] for p in probed),
+                failures=sum(p.sender["failures"] for p in probed),
+                probes=[p.sender for p in probed],
+            )
         )
-        session.outcome.schedule_start_ns = start_ns
-        if probed:
-            session.outcome.sender_clocks = self._clocks(probed[-1].sender)
-        if session.sut is not None:  # while it runs; stopped, its description is final
-            session.outcome.sut = session.sut.describe()
+        session.scheduled(start_ns, self._clocks(probed[-1].sender) if probed else {})
+        session.describe_system()
         doc = session.document(parse_pace(spec, name="search"), status)
         final = (status or session.outcome.status) == "completed"
         doc["search"] = self._search_doc(self.result if final else None)

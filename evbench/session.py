@@ -36,12 +36,15 @@ from contract.documents import (
     NotReported,
     RunDoc,
     RunStatus,
+    SearchSenderSummary,
     SutDeathDoc,
     parse_receiver_stats,
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
+from contract.senderlines import SenderDone
 from evbench.deathwatch import DeathWatch
 from evbench.health import receiver_failure, receiver_limits, wait_for_stragglers
 from evbench.insight import Insight
@@ -141,6 +144,40 @@ class Session:
         tb: TracebackType | None,
     ) -> bool:
         return bool(self.teardown.__exit__(kind, exc, tb))
+
+    # what the policy tells the session: run.json is built from it --------------------------
+    def on_record(self, record: Callable[[RunStatus | None], None]) -> None:
+        """How the policy writes its run record: called at the policy's own moments (with the
+        status "running") and last in the teardown (None: as the outcome says)."""
+        self.record = record
+
+    def scheduled(self, start_ns: int | None, clocks: dict[str, SenderClock]) -> None:
+        """The schedule's start instant (slot 0 of the first step) and the senders' clock
+        offsets, as the sender (or the first probe) said them."""
+        self.outcome.schedule_start_ns = start_ns
+        self.outcome.sender_clocks = clocks
+
+    def sender_ended(self, summary: SenderDone | SearchSenderSummary | None) -> None:
+        """The senders' summary (None: the sender ended without one)."""
+        self.outcome.sender = summary if summary is not None else NotReported()
+
+    def settled(self, grace: dict[str, Any]) -> None:
+        """How waiting for the stragglers ended."""
+        self.outcome.grace = grace
+
+    def instrument_failed(self, why: str) -> None:
+        """An instrument failed (each reason kept once): the run has failed, whatever else."""
+        if why not in self.outcome.instrument_failures:
+            self.outcome.instrument_failures.append(why)
+
+    def finish(self, status: RunStatus) -> None:
+        """How the policy ended (the teardown may still fail it: a receiver that failed)."""
+        self.outcome.status = status
+
+    def describe_system(self) -> None:
+        """The system's description for run.json, while it runs (stopped, it is final)."""
+        if self.sut is not None:
+            self.outcome.sut = self.sut.describe()
 
     def document(self, pace: Pace, status: RunStatus | None, has_warmup: bool = False) -> RunDoc:
         """run.json as of now: what the session knew, with the policy's pace."""
