@@ -5,6 +5,7 @@ kept), or the user's existing topic drained as it is; and its lag per partition 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
@@ -14,6 +15,7 @@ from contract.memorydocs import PartitionLagDoc
 from evbench.consumers import Backlog
 from evbench.options import MemoryOptions
 from evbench.session import Session
+from suts.driver import Sut
 from suts.lag import ConsumerLagSampler
 from suts.settings import LabSettings
 from suts.tansu import Tansu, create_topic, delete_topic, topic_backlog
@@ -47,7 +49,7 @@ def backlog(
     or the fresh Tansu's, under the names seed 000 used."""
     lab, echo = options.lab, session.echo
     own_kafka = lab.kafka_bootstrap is not None
-    bootstrap = _broker(session, lab)
+    bootstrap = session.start_system()  # the broker: a fresh Tansu, or the user's
     name = f"evbench-{session.run_id}-{options.sut}"
     group = name if own_kafka else f"memory-{options.sut}"
     if lab.topic:
@@ -76,16 +78,30 @@ def _delete(session: Session, bootstrap: str, topic: str) -> None:
         session.echo(f"  {exc}: delete it yourself (or pass --keep-topics)")
 
 
-def _broker(session: Session, lab: LabSettings) -> str:
-    """The user's Kafka (--kafka-bootstrap), or a fresh Tansu the session stops at its end."""
-    if lab.kafka_bootstrap:
-        return lab.kafka_bootstrap
-    broker = Tansu(session.sut_dir.logs / "tansu.log")
-    bootstrap = broker.start()
-    session.on_teardown(broker.stop)
-    if broker.pid is not None:
-        session.sampler.watch("kafka", broker.pid)
-    return bootstrap
+class BacklogBroker(Sut):
+    """The system of a memory scenario: a Kafka-protocol broker alone, a fresh Tansu (or the
+    user's --kafka-bootstrap, started by nobody), which the session starts, watches and stops
+    as it does every system; the scenario's topic and consumer are its own."""
+
+    name = "kafka-broker"
+    summary = "a Kafka-protocol broker alone: the backlog `evbench memory` drains"
+    topology = "producer -> topic -> consumer"
+    local = False
+    settings_shape_results = False
+    lab_processes = False
+
+    def _start(self, subscriber: str) -> str:
+        if self.settings.kafka_bootstrap:
+            self.bootstrap = self.settings.kafka_bootstrap
+        else:
+            self.broker = Tansu(self.logs / "tansu.log", self.host)
+            self.bootstrap = self.broker.start()
+        return self.bootstrap
+
+
+def backlog_broker(name: str, settings: LabSettings, logs: Path, run_id: str, host: str) -> Sut:
+    """The session's `make` for a memory scenario (whatever its name): its broker."""
+    return BacklogBroker(settings, logs, run_id, host)
 
 
 def fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, float, dict[int, int]]:

@@ -58,9 +58,10 @@ def each(
         try:
             status = drive(name)
         except EvbenchError as exc:
-            if len(names) == 1 or not recorded(name):
+            if not recorded(name):
                 raise
-            echo(f"{name} failed: {exc}\ngoing on with the next {noun}")
+            more = f"\ngoing on with the next {noun}" if number < len(names) else ""
+            echo(f"{name} failed: {exc}{more}")
             status = "failed"
         statuses.append(status)
         if status == "interrupted":

@@ -24,6 +24,7 @@ from typing import Any, cast
 import psutil
 
 from analysis.memory import describe_lines, memory_figures, peak_table
+from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, safe_component
 from contract.memorydocs import (
@@ -35,7 +36,8 @@ from contract.memorydocs import (
 )
 from contract.records import MEMORY_SAMPLE_FIELDS, MemorySampleRow
 from contract.units import NS_PER_S
-from evbench.backlog import backlog, partition_counts, read_lag
+from evbench.backlog import backlog, backlog_broker, partition_counts, read_lag
+from evbench.campaign import each
 from evbench.consumers import (
     LAB_CONSUMERS,
     Backlog,
@@ -90,25 +92,35 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
         doc: MemoryDoc = {"scenarios": rows, "failed": failed, "interrupted": interrupted}
         (root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
 
-    for partitions in counts:
-        for spec in options.consumers:
-            name = f"{spec.name}-p{partitions}"
-            echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
-            try:
-                result = _scenario(replace(options, sut=name), spec, partitions, echo)
-            except KeyboardInterrupt:
-                save(interrupted=True)
-                echo(f"interrupted: {len(rows)} finished scenario(s) kept in {root}")
-                raise
-            except Exception as exc:  # one scenario failing is reported, not fatal
-                reason = f"{type(exc).__name__}: {exc}"
-                echo(f"  scenario {name} failed: {reason} (logs in {root / name / 'logs'})")
-                failed.append({"scenario": name, "reason": reason})
-                save()
-                continue
-            (root / name / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
-            rows.append(result)
+    scenarios = {
+        f"{spec.name}-p{partitions}": (spec, partitions)
+        for partitions in counts
+        for spec in options.consumers
+    }
+
+    def drive(name: str) -> RunStatus:
+        spec, partitions = scenarios[name]
+        echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
+        try:
+            result = _scenario(replace(options, sut=name), spec, partitions, echo)
+        except KeyboardInterrupt:
+            save(interrupted=True)
+            echo(f"interrupted: {len(rows)} finished scenario(s) kept in {root}")
+            return "interrupted"
+        except Exception as exc:  # one scenario failing is reported, not fatal
+            reason = f"{type(exc).__name__}: {exc}"
+            failed.append({"scenario": name, "reason": reason})
             save()
+            raise EvbenchError(f"{reason} (logs in {root / name / 'logs'})") from exc
+        (root / name / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
+        rows.append(result)
+        save()
+        return "completed"
+
+    # A failed scenario is recorded in memory.json: the campaign goes on with the next.
+    statuses = each(tuple(scenarios), drive, lambda name: True, echo, noun="scenario")
+    if "interrupted" in statuses:
+        raise KeyboardInterrupt  # the command's exit code for an interrupt (130)
     for line in peak_table(rows):
         echo(line)
     return root, failed
@@ -120,7 +132,7 @@ def _scenario(
     """One consumer draining one backlog, as one session: the broker (a fresh Tansu, or the
     user's --kafka-bootstrap), the scenario's own topic and the consumer are stopped or
     deleted by the session's teardown."""
-    session = Session.open(options, "memory", echo)
+    session = Session.open(options, "memory", echo, backlog_broker)
     with session:
         drained, fill_s, ends, where = backlog(session, options, partitions)
         result = _consume(options, spec, partitions, drained, session)
