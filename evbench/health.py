@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from contract.documents import NotReported
+from contract.documents import NotReported, parse_receiver_stats
+from contract.errors import EvbenchError
 from contract.receiverlines import ReceiverStats
 from contract.senderlines import SenderDone
 from receivers.limits import Limits
@@ -145,3 +146,12 @@ def wait_for_stragglers(
         current = stats()
         if current is not None and current["received"] != last:
             last, last_change = current["received"], time.monotonic()
+
+
+def stats_or_none(doc: object) -> ReceiverStats | None:
+    """The receiver's counters, or None when it did not say them (it never answered, or died
+    before its last line)."""
+    try:
+        return parse_receiver_stats(doc)
+    except EvbenchError:
+        return None

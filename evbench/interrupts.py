@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from runtime.procs import Child
@@ -86,3 +88,22 @@ class Interrupts:
             self.echo("interrupted again: not waiting for in-flight answers")
         self.forwarded += 1
         self.sender.signal(signal.SIGINT)
+
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+def ignore_signals_later(stack: ExitStack) -> Callable[[], None]:
+    """A callable that ignores Ctrl-C and SIGTERM for the rest of the teardown, and on
+    `stack`'s way out the handlers from before restored (main thread only: signals are the
+    main thread's)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    for sig in _STOPPING:
+        stack.callback(signal.signal, sig, signal.getsignal(sig))
+
+    def ignore() -> None:
+        for sig in _STOPPING:
+            signal.signal(sig, signal.SIG_IGN)
+
+    return ignore

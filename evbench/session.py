@@ -20,8 +20,6 @@ ignored while it runs, so a second one cannot leave a process behind):
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -38,7 +36,6 @@ from contract.documents import (
     RunStatus,
     SearchSenderSummary,
     SutDeathDoc,
-    parse_receiver_stats,
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir, new_sut_dir, next_run_id
@@ -46,9 +43,10 @@ from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
 from contract.senderlines import SenderDone
 from evbench.deathwatch import DeathWatch
-from evbench.health import receiver_failure, receiver_limits, wait_for_stragglers
+from evbench.health import receiver_failure, receiver_limits, stats_or_none, wait_for_stragglers
 from evbench.insight import Insight
 from evbench.instruments import start_receiver
+from evbench.interrupts import ignore_signals_later
 from evbench.options import RunOutcome, SessionOptions
 from evbench.rundoc import (
     Environment,
@@ -116,7 +114,7 @@ class Session:
     # lifecycle --------------------------------------------------------------------------------
     def __enter__(self) -> Session:
         stack = self.teardown
-        ignore_signals = _ignore_signals_later(stack)
+        ignore_signals = ignore_signals_later(stack)
         stack.callback(self._final_record)
         stack.callback(self.client.close)
         stack.callback(self.sampler.stop)
@@ -229,7 +227,7 @@ class Session:
             doc = self.client.get(f"{self.base_url}/stats").json()
         except (httpx.HTTPError, ValueError):
             return None
-        return _stats_or_none(doc)
+        return stats_or_none(doc)
 
     def received(self) -> int:
         """Deliveries the receiver has counted; an unanswering receiver is an instrument
@@ -390,7 +388,7 @@ class Session:
             return
         died = not receiver.alive()
         code = receiver.stop()
-        self.outcome.receiver = _stats_or_none(receiver.final_report()) or NotReported()
+        self.outcome.receiver = stats_or_none(receiver.final_report()) or NotReported()
         # Every delivery after its death, or left unwritten, would count as lost.
         if failure := receiver_failure(died, code, self.outcome.receiver):
             self.outcome.instrument_failures.append(failure)
@@ -425,34 +423,6 @@ class Session:
             self.outcome.status = "failed"
             self.outcome.reason = f"{kind.__name__}: {exc}" if exc is not None else kind.__name__
         return False
-
-
-def _stats_or_none(doc: object) -> ReceiverStats | None:
-    """The receiver's counters, or None when it did not say them (it never answered, or died
-    before its last line)."""
-    try:
-        return parse_receiver_stats(doc)
-    except EvbenchError:
-        return None
-
-
-_STOPPING = (signal.SIGINT, signal.SIGTERM)
-
-
-def _ignore_signals_later(stack: ExitStack) -> Callable[[], None]:
-    """A callable that ignores Ctrl-C and SIGTERM for the rest of the teardown, and on
-    `stack`'s way out the handlers from before restored (main thread only: signals are the
-    main thread's)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    for sig in _STOPPING:
-        stack.callback(signal.signal, sig, signal.getsignal(sig))
-
-    def ignore() -> None:
-        for sig in _STOPPING:
-            signal.signal(sig, signal.SIG_IGN)
-
-    return ignore
 
 
 def _last_line(log: Path) -> str:
