@@ -4,14 +4,18 @@ run record.
 
 `evbench run` (a staircase, evbench.runner), `evbench search` (probes, evbench.search) and
 `evbench memory` (fill and drain, evbench.memory) are policies over it: they decide what to send
-and when to stop; the session owns how the instruments and the system start, what every option
-means (evbench.options.SessionOptions) and how it all ends.
+and when to stop, and tell the session what happened through its methods (`scheduled`,
+`sender_ended`, `instrument_failed`, `finish`, ...); the session owns how the instruments and
+the system start, what every option means (evbench.options.SessionOptions) and how it all ends.
+Above it, evbench.campaign runs a command's systems (or scenarios) in turn, evbench.interrupts
+is the one way Ctrl-C is taken, and evbench.follow the one way a sender is followed.
 
 Teardown, in this order (each step runs even if one before it failed; Ctrl-C and SIGTERM are
 ignored while it runs, so a second one cannot leave a process behind):
-  0. the policy's own steps (`on_teardown`: memory's consumer and broker), last added first;
+  0. the policy's own steps (`on_teardown`: memory's consumer and topic), last added first;
   1. the senders (a fleet's master first: it stops its workers' senders as Ctrl-C does);
-  2. the system, with its lag sampler (its last deliveries still land in the receiver);
+  2. the system (memory's: its broker), with its lag sampler (its last deliveries still land
+     in the receiver);
   3. the receiver, whose final report is judged (evbench.health): a failed receiver fails the
      run as an instrument failure;
   4. the process sampler and the control-plane client;

@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from contract.errors import EvbenchError
-from contract.layout import next_run_id
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
@@ -175,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
     record_roll_s()  # the session's samplers read it: a bad value is named here, first
     options = MemoryOptions(
         runs_dir=runs_dir,
-        run_id=args.run_id or next_run_id(runs_dir, "memory"),
+        run_id=args.run_id,  # None: the next free one, worked out once by run_memory
         lab=lab_settings(args),
         receiver_host=args.receiver_host,
         receiver_port=args.receiver_port,
