@@ -48,6 +48,7 @@ from evbench.consumers import (
     logged_errors,
     read_text,
 )
+from evbench.interrupts import Interrupts
 from evbench.options import MemoryOptions
 from evbench.session import Echo, Session
 from loadgen.settings import SendKnobs
@@ -118,7 +119,8 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
         return "completed"
 
     # A failed scenario is recorded in memory.json: the campaign goes on with the next.
-    statuses = each(tuple(scenarios), drive, lambda name: True, echo, noun="scenario")
+    with Interrupts(echo):  # SIGTERM as Ctrl-C: the scenario under way ends, memory.json kept
+        statuses = each(tuple(scenarios), drive, lambda name: True, echo, noun="scenario")
     if "interrupted" in statuses:
         raise KeyboardInterrupt  # the command's exit code for an interrupt (130)
     for line in peak_table(rows):
