@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import machine_line
-from evbench.search import SearchOptions, search
+from evbench.options import SearchOptions
+from evbench.search import search
 from evbench.searchplan import SearchPlan, parse_resolution
 from loadgen.settings import SendKnobs
 from suts.drivers import known_capacity

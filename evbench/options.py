@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.verdicts import Thresholds
 from contract.documents import (
     NotReported,
     RecordsOnDiskDoc,
@@ -27,8 +28,10 @@ from contract.receiverlines import ReceiverStats
 from contract.senderlines import SenderDone
 from evbench.campaign import exit_code
 from evbench.consumers import BareClientOptions, ConsumerSpec
+from evbench.probejudge import Objective
 from evbench.profiles import PprofTarget, ProfileRequest
 from evbench.scrape import ScrapeTarget
+from evbench.searchplan import SearchPlan
 from loadgen.pace import Pace
 from loadgen.settings import SendKnobs
 from suts.lab import LabSettings
@@ -131,3 +134,14 @@ class MemoryOptions(SessionOptions):
     bare: BareClientOptions = field(default_factory=BareClientOptions)
     malloc_arena_max: int | None = None
     keep_topics: bool = False  # on the user's Kafka: keep the scenarios' own topics
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchOptions(SessionOptions):
+    """`evbench search`: the session's options (receiver, system, senders) and the plan's."""
+
+    plan: SearchPlan
+    fresh: bool = False  # restart the system (and its broker) before every probe
+    settle_s: float = 10.0  # a warm system is quiet this long before the next probe
+    objective: Objective = field(default_factory=Objective)
+    thresholds: Thresholds = field(default_factory=Thresholds)

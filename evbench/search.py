@@ -19,19 +19,15 @@ from __future__ import annotations
 import secrets
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, replace
 
 import httpx
 import pyarrow as pa
 
 from analysis.tasks import files_events
-from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
+from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED
 from contract.documents import (
     RunStatus,
-    SearchDoc,
-    SearchProbeDoc,
-    SearchResultDoc,
     SearchSenderSummary,
 )
 from contract.errors import EvbenchError
@@ -43,39 +39,17 @@ from evbench.follow import follow_sender
 from evbench.health import receiver_refusals, sender_failure
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
-from evbench.options import SessionOptions
-from evbench.probejudge import Objective, probe_figures, verdict_of
+from evbench.options import SearchOptions
+from evbench.probejudge import probe_figures, verdict_of
 from evbench.rundoc import sender_clocks, spanning_clocks
-from evbench.searchplan import Outcome, Probe, Result, SearchPlan, next_step
+from evbench.searchdoc import Probed, result_line, search_doc
+from evbench.searchplan import Outcome, Probe, Result, next_step
 from evbench.session import Echo, MakeSut, Session
 from loadgen.pace import parse_pace
 from loadgen.settings import SenderSettings
 from runtime.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
 from runtime.parquet import part_files
 from suts.lab import make_sut
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchOptions(SessionOptions):
-    """`evbench search`: the session's options (receiver, system, senders) and the plan's."""
-
-    plan: SearchPlan
-    fresh: bool = False  # restart the system (and its broker) before every probe
-    settle_s: float = 10.0  # a warm system is quiet this long before the next probe
-    objective: Objective = field(default_factory=Objective)
-    thresholds: Thresholds = field(default_factory=Thresholds)
-
-
-@dataclass
-class _Probed:
-    probe: Probe
-    step: int
-    start_ns: int
-    verdict: str
-    reasons: tuple[str, ...]
-    figures: dict[str, Any]
-    sender: SenderDone
-    restarted: str | None  # why the system was started afresh before this probe
 
 
 class _InstrumentFailed(Exception):
@@ -105,7 +79,7 @@ class _Search:
     def __init__(self, opts: SearchOptions, session: Session) -> None:
         self.opts, self.session = opts, session
         self.tag = secrets.token_hex(3)
-        self.probed: list[_Probed] = []
+        self.probed: list[Probed] = []
         self.pending: Probe | None = None  # the probe under way, in run.json's steps
         self.result: Result | None = None
         self.interrupts = Interrupts(session.echo)
@@ -141,7 +115,7 @@ class _Search:
         if session.outcome.status != "completed":
             self.result = None  # the receiver failed at the end: nothing found stands
         elif self.result is not None:
-            echo(_result_line(self.result, (time.time_ns() - session.started_ns) / (60 * NS_PER_S)))
+            echo(result_line(self.result, (time.time_ns() - session.started_ns) / (60 * NS_PER_S)))
         return self.result
 
     def _probe_all(self) -> Result:
@@ -195,7 +169,7 @@ class _Search:
             for p in self.probed
         ]
 
-    def _probe(self, probe: Probe, restarted: str | None) -> _Probed:
+    def _probe(self, probe: Probe, restarted: str | None) -> Probed:
         session, sut_dir = self.session, self.session.sut_dir
         step = len(self.probed) + 1
         first_seq = sum(p.probe.rate_per_s * p.probe.hold_s for p in self.probed)
@@ -245,7 +219,7 @@ class _Search:
         events: pa.Table,
         done: SenderDone,
         restarted: str | None,
-    ) -> _Probed:
+    ) -> Probed:
         """The probe's verdict from its records, said and kept."""
         # How the system does unloaded: the first probe that held (the first probe, until one
         # has), so that a first probe that broke does not lift the bar for the rest.
@@ -270,7 +244,7 @@ class _Search:
             + (f": {'; '.join(verdict.reasons)}" if verdict.reasons else "")
             + f" (e2e P99 {figures.e2e_p99_ms or float('nan'):.1f} ms)"
         )
-        return _Probed(
+        return Probed(
             probe, step, done["start_ns"] or 0, verdict.verdict, verdict.reasons,
             asdict(figures), done, restarted,
         )  # fmt: skip
@@ -342,36 +316,10 @@ class _Search:
         session.describe_system()
         doc = session.document(parse_pace(spec, name="search"), status)
         final = (status or session.outcome.status) == "completed"
-        doc["search"] = self._search_doc(self.result if final else None)
+        doc["search"] = search_doc(
+            self.opts, self.probed, self.result if final else None, session.started_ns
+        )
         session.write(doc)
-
-    def _search_doc(self, result: Result | None) -> SearchDoc:
-        opts, started_ns = self.opts, self.session.started_ns
-        probes: list[SearchProbeDoc] = [
-            {
-                "step": p.step,
-                "rate_per_s": p.probe.rate_per_s,
-                "hold_s": p.probe.hold_s,
-                "confirm": p.probe.confirm,
-                "start_ns": p.start_ns,
-                "verdict": p.verdict,
-                "reasons": list(p.reasons),
-                "e2e_p99_ms": p.figures["e2e_p99_ms"],
-                "sender_ratio": p.figures["sender_ratio"],
-                "restarted": p.restarted,
-            }
-            for p in self.probed
-        ]
-        return {
-            "plan": asdict(opts.plan),
-            "fresh": opts.fresh,
-            "settle_s": None if opts.fresh else opts.settle_s,
-            "workers": opts.workers,
-            "objective": asdict(opts.objective),
-            "probes": probes,
-            "result": _result_doc(result) if result is not None else None,
-            "minutes": round((time.time_ns() - started_ns) / (60 * NS_PER_S), 2),
-        }
 
 
 # An expected count never reached: waiting for stragglers then ends when nothing new came for
@@ -391,29 +339,3 @@ def _wait_until_written(session: Session, timeout_s: float = 10.0) -> None:
             return
         time.sleep(0.1)
     raise _InstrumentFailed(f"the receiver did not write its records within {timeout_s:g} s")
-
-
-def _result_doc(result: Result) -> SearchResultDoc:
-    return {
-        "max_sustainable_per_s": result.max_sustainable_per_s,
-        "highest_hold_per_s": result.highest_hold_per_s,
-        "lowest_break_per_s": result.lowest_break_per_s,
-        "why": result.why,
-        "symptom": list(result.symptom),
-        "workers_needed": result.workers_needed,
-        "probes": result.probes,
-    }
-
-
-def _result_line(result: Result, minutes: float) -> str:
-    """The search's last words: the answer with its bracket, what broke, probes and minutes."""
-    spent = f"{result.probes} probes in {minutes:.1f} min"
-    if result.max_sustainable_per_s is None:
-        return f"search ended after {spent}: {result.why}"
-    line = (
-        f"max sustainable rate {result.max_sustainable_per_s}/s (held {result.highest_hold_per_s}"
-        f"/s, broke {result.lowest_break_per_s or '-'}/s) after {spent}: {result.why}"
-    )
-    if result.symptom:
-        line += f"\n  at {result.lowest_break_per_s}/s: {'; '.join(result.symptom)}"
-    return line

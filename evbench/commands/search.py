@@ -211,7 +211,8 @@ def _plan(args: argparse.Namespace) -> tuple[SearchPlan, Objective]:
 
 def _search_each(suts: tuple[str, ...], options: dict[str, Any]) -> int:
     """Each system in turn under one run id, as one campaign; the exit code of them all."""
-    from evbench.search import SearchOptions, search
+    from evbench.options import SearchOptions
+    from evbench.search import search
 
     def drive(name: str) -> RunStatus:
         return search(SearchOptions(sut=name, **options), echo).status

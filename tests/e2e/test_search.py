@@ -13,7 +13,8 @@ import pytest
 from analysis.job import AnalyzeOptions, analyze
 from contract.documents import SummaryDoc, problems
 from contract.records import SENT_FIELDS
-from evbench.search import SearchOptions, search
+from evbench.options import SearchOptions
+from evbench.search import search
 from evbench.searchplan import Resolution, SearchPlan
 from loadgen.settings import SendKnobs
 from runtime.parquet import part_files, read_parts

@@ -1,0 +1,86 @@
+"""What a capacity search records and says (evbench.search is how it drives its probes):
+each probe as it was judged, run.json's `search` section, and the search's last line."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from contract.documents import SearchDoc, SearchProbeDoc, SearchResultDoc
+from contract.senderlines import SenderDone
+from contract.units import NS_PER_S
+from evbench.options import SearchOptions
+from evbench.searchplan import Probe, Result
+
+
+@dataclass
+class Probed:
+    """One probe as it was judged."""
+
+    probe: Probe
+    step: int
+    start_ns: int
+    verdict: str
+    reasons: tuple[str, ...]
+    figures: dict[str, Any]
+    sender: SenderDone
+    restarted: str | None  # why the system was started afresh before this probe
+
+
+def search_doc(
+    opts: SearchOptions, probed: list[Probed], result: Result | None, started_ns: int
+) -> SearchDoc:
+    """run.json's `search`: the plan, every probe's verdict and figures, and the answer once
+    there is one (None while the search goes on, or when it did not complete). Pure."""
+    probes: list[SearchProbeDoc] = [
+        {
+            "step": p.step,
+            "rate_per_s": p.probe.rate_per_s,
+            "hold_s": p.probe.hold_s,
+            "confirm": p.probe.confirm,
+            "start_ns": p.start_ns,
+            "verdict": p.verdict,
+            "reasons": list(p.reasons),
+            "e2e_p99_ms": p.figures["e2e_p99_ms"],
+            "sender_ratio": p.figures["sender_ratio"],
+            "restarted": p.restarted,
+        }
+        for p in probed
+    ]
+    return {
+        "plan": asdict(opts.plan),
+        "fresh": opts.fresh,
+        "settle_s": None if opts.fresh else opts.settle_s,
+        "workers": opts.workers,
+        "objective": asdict(opts.objective),
+        "probes": probes,
+        "result": _result_doc(result) if result is not None else None,
+        "minutes": round((time.time_ns() - started_ns) / (60 * NS_PER_S), 2),
+    }
+
+
+def _result_doc(result: Result) -> SearchResultDoc:
+    return {
+        "max_sustainable_per_s": result.max_sustainable_per_s,
+        "highest_hold_per_s": result.highest_hold_per_s,
+        "lowest_break_per_s": result.lowest_break_per_s,
+        "why": result.why,
+        "symptom": list(result.symptom),
+        "workers_needed": result.workers_needed,
+        "probes": result.probes,
+    }
+
+
+def result_line(result: Result, minutes: float) -> str:
+    """The search's last words: the answer with its bracket, what broke, probes and minutes."""
+    spent = f"{result.probes} probes in {minutes:.1f} min"
+    if result.max_sustainable_per_s is None:
+        return f"search ended after {spent}: {result.why}"
+    line = (
+        f"max sustainable rate {result.max_sustainable_per_s}/s (held {result.highest_hold_per_s}"
+        f"/s, broke {result.lowest_break_per_s or '-'}/s) after {spent}: {result.why}"
+    )
+    if result.symptom:
+        line += f"\n  at {result.lowest_break_per_s}/s: {'; '.join(result.symptom)}"
+    return line
