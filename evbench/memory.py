@@ -15,13 +15,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, cast
-
-import psutil
+from typing import cast
 
 from analysis.memory import describe_lines, memory_figures, peak_table
 from contract.documents import RunStatus
@@ -34,7 +30,6 @@ from contract.memorydocs import (
     PartitionLagDoc,
     ScenarioDoc,
 )
-from contract.records import MEMORY_SAMPLE_FIELDS, MemorySampleRow
 from contract.units import NS_PER_S
 from evbench.backlog import backlog, backlog_broker, partition_counts, read_lag
 from evbench.campaign import each
@@ -52,23 +47,10 @@ from evbench.interrupts import Interrupts
 from evbench.options import MemoryOptions
 from evbench.session import Echo, Session
 from loadgen.settings import SendKnobs
-from runtime.parquet import PartWriter
 from suts.consumers.predict import predicted
 from suts.settings import LabSettings
 
 _REPORT_EVERY_S = 5.0
-_FLUSH_EVERY_S = 30.0  # samples reach disk at least this often, so a crash keeps them
-
-
-def status_fields(text: str) -> dict[str, int]:
-    """The memory lines of /proc/<pid>/status in bytes (`VmHWM:  1234 kB`)."""
-    out = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        parts = rest.split()
-        if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
-            out[key] = int(parts[0]) * 1024
-    return out
 
 
 def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedScenarioDoc]]:
@@ -188,7 +170,10 @@ def _start_consumer(
     else:
         consumer = ClientConsumer(spec, backlog, options.bare, log, env)
     session.on_teardown(consumer.child.stop)  # by pid, on any exit
-    session.sampler.watch("consumer", consumer.child.pid)
+    # The session's one sampler, in detail: what the consumer says of itself beside /proc's.
+    session.sampler.watch_memory(
+        "consumer", consumer.child.pid, consumer.progress, session.sut_dir.samples / "memory"
+    )
     session.echo(f"  consumer {spec.name} started, pid {consumer.child.pid}")
     return consumer
 
@@ -206,10 +191,9 @@ def _consume(
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
     consumer = _start_consumer(options, spec, backlog, session)
-    with _memory_samples(session.sut_dir.samples / "memory") as writer:
-        series, drained_s, hwm = _sample_until_done(
-            options, consumer, backlog.produced, started_ns, writer, session.echo
-        )
+    series, drained_s, hwm = _follow_consumer(
+        options.consume_s, consumer, backlog.produced, started_ns, session
+    )
     child = consumer.child
     died = not child.alive()
     last_progress = consumer.progress()  # a dead Python client's last line still counts
@@ -254,54 +238,35 @@ def _consume(
     }
 
 
-@contextmanager
-def _memory_samples(out: Path) -> Iterator[PartWriter]:
-    writer = PartWriter(out, MEMORY_SAMPLE_FIELDS, prefix="memory")
-    try:
-        yield writer
-    finally:
-        writer.flush()  # every sample taken so far stays on disk
-
-
-def _sample_until_done(
-    options: MemoryOptions,
-    consumer: Consumer,
-    produced: int,
-    started_ns: int,
-    writer: PartWriter,
-    echo: Echo,
+def _follow_consumer(
+    consume_s: float, consumer: Consumer, produced: int, started_ns: int, session: Session
 ) -> tuple[list[tuple[float, int]], float | None, int | None]:
-    """Samples the consumer every second for the consume time or until it dies: (seconds since
-    start, RSS) series, when it drained, its high-water mark."""
-    child = consumer.child
+    """The consumer's samples (the session's sampler takes one a second) for the consume time
+    or until it dies: (seconds since its start, RSS) series, when it drained, its high-water
+    mark; a line every few seconds, as seed 000 reported."""
+    child, echo = consumer.child, session.echo
     started = time.monotonic()
-    # last_report is in seconds since the consumer's start, as now_s is
     series: list[tuple[float, int]] = []
     drained_s: float | None = None
-    last_report = -_REPORT_EVERY_S
-    last_flush, hwm = started, None
-    while time.monotonic() - started < options.consume_s and child.alive():
-        time.sleep(1.0)
-        progress = consumer.progress()
-        sample = _sample(child.pid, progress)
-        if sample is None:
-            break
-        now_s = (sample.t_ns - started_ns) / NS_PER_S
-        writer.append(sample)
-        series.append((now_s, sample.rss_bytes))
-        hwm = sample.hwm_bytes
-        consumed = progress.get("consumed") or 0
-        if drained_s is None and consumed >= produced:
-            drained_s = now_s
-        if now_s - last_report >= _REPORT_EVERY_S:
-            last_report = now_s
-            echo(
-                f"  {now_s:5.0f} s  rss {sample.rss_bytes / 2**20:7.1f} MiB  "
-                f"uss {(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
-            )
-        if time.monotonic() - last_flush >= _FLUSH_EVERY_S:
-            last_flush = time.monotonic()
-            writer.flush()
+    last_report, hwm = -_REPORT_EVERY_S, None  # in seconds since the consumer's start
+    running = True
+    while running:
+        running = time.monotonic() - started < consume_s and child.alive()
+        if running:
+            time.sleep(1.0)
+        for sample in session.sampler.take_memory("consumer"):
+            now_s = (sample.t_ns - started_ns) / NS_PER_S
+            series.append((now_s, sample.rss_bytes))
+            hwm = sample.hwm_bytes
+            consumed = sample.consumed or 0
+            if drained_s is None and consumed >= produced:
+                drained_s = now_s
+            if now_s - last_report >= _REPORT_EVERY_S:
+                last_report = now_s
+                echo(
+                    f"  {now_s:5.0f} s  rss {sample.rss_bytes / 2**20:7.1f} MiB  uss "
+                    f"{(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
+                )
     return series, drained_s, hwm
 
 
@@ -312,24 +277,3 @@ def never_consumed(per_partition: dict[str, int] | None, lag: list[PartitionLagD
     if per_partition is not None:
         return [r["partition"] for r in waiting if not per_partition.get(str(r["partition"]))]
     return [r["partition"] for r in waiting if r["committed"] is None]
-
-
-def _sample(pid: int, progress: dict[str, Any]) -> MemorySampleRow | None:
-    try:
-        process = psutil.Process(pid)
-        full = process.memory_full_info()
-        status = status_fields(Path(f"/proc/{pid}/status").read_text())
-    except (psutil.Error, OSError):
-        return None
-    return MemorySampleRow(
-        time.time_ns(),
-        "consumer",
-        pid,
-        full.rss,
-        getattr(full, "uss", None),
-        status.get("RssAnon"),
-        status.get("VmHWM"),
-        progress.get("consumed"),
-        progress.get("py_traced_bytes"),
-        progress.get("fetchq_bytes"),
-    )

@@ -1,17 +1,30 @@
-"""Resource samples of a run's processes (RSS and CPU every second), written to samples/."""
+"""Resource samples of a run's processes (RSS and CPU every second), written to samples/; and,
+for a process watched in detail (the memory study's consumer), its memory as the kernel and the
+process itself account for it, written to samples/memory."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from collections import deque
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from contract.records import PROCESS_SAMPLE_FIELDS, ProcessSampleRow
+from contract.records import (
+    MEMORY_SAMPLE_FIELDS,
+    PROCESS_SAMPLE_FIELDS,
+    MemorySampleRow,
+    ProcessSampleRow,
+)
 from runtime.files import disk_error
 from runtime.parquet import PartWriter, record_roll_s
+
+# Detailed samples kept for the policy to take: a minute's, whatever it does.
+_KEPT_DETAILS = 60
 
 
 class ProcessSampler:
@@ -26,6 +39,10 @@ class ProcessSampler:
         self.interval_s = interval_s
         self.flush_every = flush_every
         self._processes: dict[str, psutil.Process] = {}
+        # Roles sampled in detail: what the process says of itself, and its own writer.
+        self._details: dict[str, Callable[[], Mapping[str, Any]]] = {}
+        self._detail_writer: PartWriter | None = None
+        self._taken: dict[str, deque[MemorySampleRow]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
         self.peak_rss_bytes: dict[str, int] = {}
@@ -39,6 +56,27 @@ class ProcessSampler:
         except psutil.Error:
             return
         self._processes[role] = process
+
+    def watch_memory(
+        self, role: str, pid: int, says: Callable[[], Mapping[str, Any]], out_dir: Path
+    ) -> None:
+        """Sample `role` in detail too, every tick: USS, anonymous RSS, the kernel's peak and
+        what it says of itself (`says`: consumed, py_traced_bytes, fetchq_bytes), into
+        `out_dir`; `take_memory` hands the samples to the policy as they come."""
+        self.watch(role, pid)
+        if self._detail_writer is None:
+            self._detail_writer = PartWriter(out_dir, MEMORY_SAMPLE_FIELDS, prefix="memory")
+        self._details[role] = says
+        self._taken[role] = deque(maxlen=_KEPT_DETAILS)
+
+    def take_memory(self, role: str) -> list[MemorySampleRow]:
+        """The detailed samples of `role` taken since the last call (at most the last minute's:
+        the sampler keeps no more)."""
+        taken = self._taken.get(role)
+        out: list[MemorySampleRow] = []
+        while taken:
+            out.append(taken.popleft())
+        return out
 
     def start(self) -> None:
         self._thread.start()
@@ -57,20 +95,44 @@ class ProcessSampler:
                     continue
                 self.peak_rss_bytes[role] = max(rss, self.peak_rss_bytes.get(role, 0))
                 self.writer.append(ProcessSampleRow(now_ns, role, process.pid, rss, cpu))
+                if role in self._details:
+                    self._detail(role, process, now_ns)
             ticks += 1
             if ticks % self.flush_every == 0:
                 self._flush()
 
+    def _detail(self, role: str, process: psutil.Process, now_ns: int) -> None:
+        """One detailed sample of `role` (none when it has just gone)."""
+        says = self._details[role]()
+        try:
+            full = process.memory_full_info()
+            status = status_fields(Path(f"/proc/{process.pid}/status").read_text())
+        except (psutil.Error, OSError):
+            return
+        row = MemorySampleRow(
+            now_ns, role, process.pid, full.rss, getattr(full, "uss", None),
+            status.get("RssAnon"), status.get("VmHWM"), says.get("consumed"),
+            says.get("py_traced_bytes"), says.get("fetchq_bytes"),
+        )  # fmt: skip
+        assert self._detail_writer is not None
+        self._detail_writer.append(row)
+        self._taken[role].append(row)
+
     def _flush(self) -> None:
         """Written, or (a full disk) dropped and said once: samples are not the run's records,
         and a sampler must neither die in a traceback nor hold samples without bound."""
-        rows = self.writer.take()
+        if self._detail_writer is not None:
+            self._write(self._detail_writer)
+        self._write(self.writer)
+
+    def _write(self, writer: PartWriter) -> None:
+        rows = writer.take()
         try:
-            self.writer.write(rows)
+            writer.write(rows)
         except OSError as exc:
             self.dropped_samples += len(rows)
             if self.write_error is None:
-                self.write_error = disk_error(exc, str(self.writer.directory))
+                self.write_error = disk_error(exc, str(writer.directory))
                 print(f"evbench: process samples dropped: {self.write_error}", file=sys.stderr)
 
     def stop(self) -> None:
@@ -78,3 +140,14 @@ class ProcessSampler:
         self._thread.join(timeout=5)
         self._flush()
         self.writer.roll()  # never raises: a roll that fails leaves its parts
+
+
+def status_fields(text: str) -> dict[str, int]:
+    """The memory lines of /proc/<pid>/status in bytes (`VmHWM:  1234 kB`)."""
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if len(parts) == 2 and parts[1] == "kB" and parts[0].isdigit():
+            out[key] = int(parts[0]) * 1024
+    return out

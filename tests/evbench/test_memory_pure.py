@@ -4,7 +4,8 @@ import pytest
 
 from analysis.memory import peak_table
 from evbench.consumers import LOW_MEMORY, consumer_specs, logged_errors
-from evbench.memory import never_consumed, status_fields
+from evbench.memory import never_consumed
+from evbench.samples import status_fields
 
 
 def test_consumers_by_name_with_settings_for_the_clients_they_belong_to():

@@ -11,8 +11,9 @@ import pytest
 
 from analysis.report import _samples
 from contract.partnames import parse
+from contract.records import MEMORY_SAMPLE_FIELDS
 from evbench.samples import ProcessSampler
-from runtime.parquet import ROLL_ENV, part_files
+from runtime.parquet import ROLL_ENV, part_files, read_parts
 
 
 def test_the_process_samples_roll_and_read_back_once(
@@ -40,3 +41,32 @@ def test_the_process_samples_roll_and_read_back_once(
     stamps = [r["t_ns"] for r in rows]
     assert len(stamps) == len(set(stamps)) >= 4  # every sample once
     assert stamps == sorted(stamps)
+
+
+def test_a_process_watched_in_detail_gives_the_policy_and_the_files_every_sample(
+    tmp_path: Path,
+) -> None:
+    # The memory study's consumer, sampled by the one sampler: each sample carries what the
+    # process says of itself beside /proc's accounting, reaches the policy once, and is written.
+    said = {"consumed": 0}
+    sampler = ProcessSampler(tmp_path / "processes", interval_s=0.02, flush_every=5)
+    sampler.watch_memory("me", os.getpid(), lambda: dict(said), tmp_path / "memory")
+    sampler.start()
+    taken = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and len(taken) < 10:
+            said["consumed"] += 1
+            taken += sampler.take_memory("me")
+            time.sleep(0.01)
+    finally:
+        sampler.stop()
+    taken += sampler.take_memory("me")
+    assert len(taken) >= 10, "fewer than 10 detailed samples in 30 s"
+    assert all(s.process == "me" and s.pid == os.getpid() for s in taken)
+    assert all(s.uss_bytes and s.hwm_bytes and s.hwm_bytes >= s.rss_anon_bytes for s in taken)
+    consumed = [s.consumed for s in taken]
+    assert consumed == sorted(consumed) and consumed[-1] > consumed[0]  # what it said, in order
+    assert len({s.t_ns for s in taken}) == len(taken)  # each sample handed over once
+    written = read_parts(tmp_path / "memory", MEMORY_SAMPLE_FIELDS)
+    assert written.num_rows >= len(taken)
