@@ -1,4 +1,5 @@
-"""The contract: data definitions every process agrees on, and nothing that runs.
+"""The contract: data definitions every process agrees on (and the few rules that claim and
+name a run directory's files), nothing that runs a process, a server or a writer.
 
 The record contract (`records`, `partnames`), the lines each child process prints (`lines` for
 what several share, `senderlines`, `receiverlines`, `consumerlines`, `metricslines`), the JSON

@@ -1,6 +1,6 @@
 """The lines a sender (or a fleet's master) prints about its Prometheus /metrics, typed once
-(beside contract.lines, which is at its size cap; the same rules hold: an `event` Literal per
-kind, writers build each line as its type, readers parse it once where they read it).
+(contract.lines' rules hold: an `event` Literal per kind, writers build each line as its type,
+readers parse it once where they read it).
 
 - `metrics_listening`: with `--sender-metrics-port`, once its /metrics server is bound (a port
   of 0 asked for a free one: this line says which).

@@ -233,7 +233,8 @@ def read_text(path: Path) -> str:
 
 
 def _read(child: Child, latest: _Latest) -> None:
-    """The consumer's lines, parsed once into their types (contract.lines) as they come."""
+    """The consumer's lines, parsed once into their types (contract.consumerlines) as they
+    come."""
     while (doc := child.lines.get()) is not None:
         try:
             line = parse_consumer_line(doc)

@@ -32,6 +32,7 @@ class _Follow:
     steps_total: int | None
     live: bool
     on_start: Callable[[SenderStart], None]
+    crash_note: str
     receiver_lost: bool = False
     reported_dead: frozenset[str] = frozenset()
     pending_live: bool = False
@@ -44,11 +45,15 @@ def follow_sender(
     steps_total: int | None,
     live: bool,
     on_start: Callable[[SenderStart], None],
+    *,
+    known_dead: frozenset[str] = frozenset(),
+    crash_note: str = "the steps from here are judged by the crash, not as the system's capacity",
 ) -> tuple[SenderDone | None, str | None]:
     """The sender's final summary (None if it ended without one) and, if it had to be stopped
     for going silent, why. `on_start` takes its start line (the schedule's start instant and
-    clock offsets), written before the first slot."""
-    follow = _Follow(steps_total, live, on_start)
+    clock offsets), written before the first slot. A system process's death is said once, with
+    `crash_note` (what the policy makes of it); those in `known_dead` were said already."""
+    follow = _Follow(steps_total, live, on_start, crash_note, reported_dead=known_dead)
     knobs = session.opts.send
     silence_s = knobs.request_timeout_s + knobs.drain_timeout_s + 60
     while True:
@@ -110,10 +115,7 @@ def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None
         # limit: the run goes on, and the analysis judges the steps from then on by it.
         follow.reported_dead |= {death["role"]}
         when = death_text(death, session.outcome.schedule_start_ns)
-        echo(
-            f"{session.opts.sut}: {when}; going on (the steps from here are judged by the "
-            "crash, not as the system's capacity)"
-        )
+        echo(f"{session.opts.sut}: {when}; going on ({follow.crash_note})")
 
 
 def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:

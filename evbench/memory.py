@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import cast
@@ -81,15 +82,17 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
         for spec in options.consumers
     }
 
+    interrupts = Interrupts(echo)
+
     def drive(name: str) -> RunStatus:
+        if interrupts.count:
+            return _interrupted(save, len(rows), root, echo)
         spec, partitions = scenarios[name]
         echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
         try:
             result = _scenario(replace(options, sut=name), spec, partitions, echo)
         except KeyboardInterrupt:
-            save(interrupted=True)
-            echo(f"interrupted: {len(rows)} finished scenario(s) kept in {root}")
-            return "interrupted"
+            return _interrupted(save, len(rows), root, echo)
         except Exception as exc:  # one scenario failing is reported, not fatal
             reason = f"{type(exc).__name__}: {exc}"
             failed.append({"scenario": name, "reason": reason})
@@ -98,16 +101,25 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
         (root / name / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
         rows.append(result)
         save()
-        return "completed"
+        return _interrupted(save, len(rows), root, echo) if interrupts.count else "completed"
 
     # A failed scenario is recorded in memory.json: the campaign goes on with the next.
-    with Interrupts(echo):  # SIGTERM as Ctrl-C: the scenario under way ends, memory.json kept
+    # SIGTERM as Ctrl-C: the scenario under way ends, memory.json kept. One that Python could
+    # only swallow (in a fork hook, a finalizer) is still counted: seen between scenarios.
+    with interrupts:
         statuses = each(tuple(scenarios), drive, lambda name: True, echo, noun="scenario")
     if "interrupted" in statuses:
         raise KeyboardInterrupt  # the command's exit code for an interrupt (130)
     for line in peak_table(rows):
         echo(line)
     return root, failed
+
+
+def _interrupted(save: Callable[..., None], kept: int, root: Path, echo: Echo) -> RunStatus:
+    """An interrupt ended the matrix: memory.json says so, with the scenarios finished."""
+    save(interrupted=True)
+    echo(f"interrupted: {kept} finished scenario(s) kept in {root}")
+    return "interrupted"
 
 
 def _scenario(

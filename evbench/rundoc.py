@@ -237,16 +237,19 @@ def write_run_json(sut_dir: SutDir, doc: RunDoc) -> None:
     write_text_atomically(sut_dir.run_json, json.dumps(doc, indent=2) + "\n")
 
 
-def spanning_clocks(
-    first: dict[str, SenderClock], last: dict[str, SenderClock]
-) -> dict[str, SenderClock]:
-    """Each worker's offsets over several senders in turn (a search's probes): the first's
-    measurement before and the last's after, so that one correction, linear between them, spans
-    all of them, as the analysis applies run.json's."""
+def spanning_clocks(in_turn: list[dict[str, SenderClock]]) -> dict[str, SenderClock]:
+    """Each worker's offsets over several senders in turn (a search's probes): the first
+    measurement before and the last after, so that one correction, linear between them, spans
+    all of them, as the analysis applies run.json's. Every worker any sender had is kept."""
     spanned: dict[str, SenderClock] = {}
-    for worker, ended in last.items():
-        began = first.get(worker, ended)
-        errors = list(dict.fromkeys([*began["errors"], *ended["errors"]]))
-        before = began["before"] or ended["before"]
-        spanned[worker] = {**ended, "before": before, "errors": errors}
+    for clocks in in_turn:
+        for worker, clock in clocks.items():
+            was = spanned.get(worker)
+            if was is None:
+                spanned[worker] = {**clock, "errors": list(clock["errors"])}
+                continue
+            errors = list(dict.fromkeys([*was["errors"], *clock["errors"]]))
+            before = was["before"] or clock["before"]
+            spanned[worker] = {**clock, "before": before, "after": clock["after"] or was["after"],
+                               "errors": errors}  # fmt: skip
     return spanned

@@ -204,8 +204,8 @@ class _Search:
     def _clocks(self, last: SenderDone) -> dict[str, SenderClock]:
         """The senders' clock offsets over the search so far, ending with `last`'s: what
         run.json says once `last` is the final probe, and so what the analysis corrects by."""
-        first = self.probed[0].sender if self.probed else last
-        return spanning_clocks(sender_clocks(first), sender_clocks(last))
+        earlier = [p.sender for p in self.probed if p.sender is not last]
+        return spanning_clocks([sender_clocks(done) for done in (*earlier, last)])
 
     def _corrections(self, done: SenderDone) -> dict[int, Correction]:
         """The receiver's stamps moved onto the senders' clocks as the run's analysis moves
@@ -263,11 +263,14 @@ class _Search:
         except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it started
             session.stop_senders(30)
             raise _InstrumentFailed(f"probe {step}: {exc}; see {session.sut_dir.logs}") from None
+        failures = len(session.outcome.instrument_failures)
         try:
             interrupts.attach(sender)
             done, silent = follow_sender(
-                session, sender, None, False, session.insight.on_sender_start
-            )
+                session, sender, None, False, session.insight.on_sender_start,
+                known_dead=frozenset(d["role"] for d in session.deaths()),
+                crash_note="this probe is judged by what it delivered",
+            )  # fmt: skip
             code = sender.wait(30)
         except subprocess.TimeoutExpired:
             raise _InstrumentFailed(
@@ -282,6 +285,10 @@ class _Search:
         if failure := silent or sender_failure(code, done):
             raise _InstrumentFailed(f"probe {step}: {failure}; see {sender.log_path}")
         assert done is not None  # sender_failure says why when there is none
+        if len(session.outcome.instrument_failures) > failures:  # an unreadable line, said
+            raise _InstrumentFailed(f"probe {step}: {session.outcome.instrument_failures[-1]}")
+        if done["start_ns"] is None:
+            raise _InstrumentFailed(f"probe {step}: the sender never started its schedule")
         return done
 
     def _check_receiver(self) -> None:

@@ -2,7 +2,7 @@
 
 Each worker runs an ordinary sender on its share of the slots (`--worker i --workers N`: every
 Nth slot, so the fleet's schedule stays evenly spaced) and forwards that sender's JSON lines.
-The master prints lines of the same types one sender prints (contract.lines), so
+The master prints lines of the same types one sender prints (contract.senderlines), so
 whoever follows a sender (`evbench run`, a person) follows a fleet the same way:
 
 - counts add up across workers (sent, ok, failures, rows written, connections, ...);
@@ -39,7 +39,7 @@ from contract.senderlines import (
     parse_sender_summary,
 )
 
-# How each key combines across workers, read from the types (contract.lines).
+# How each key combines across workers, read from the types (contract.senderlines).
 _SAME_STEP = tuple(StepIdentity.__annotations__)
 _SUMMED_STEP = tuple(StepCounts.__annotations__)
 _SLOWEST_STEP = tuple(StepTimings.__annotations__)

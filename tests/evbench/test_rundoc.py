@@ -73,23 +73,25 @@ def _c(before, after, errors=()):
 
 
 @pytest.mark.parametrize(
-    ("first", "last", "spanned"),
+    ("in_turn", "spanned"),
     [
         # one probe: its own offsets
-        ({"0": _c(_at(1, 10), _at(2, 11))}, {"0": _c(_at(1, 10), _at(2, 11))},
-         {"0": _c(_at(1, 10), _at(2, 11))}),
+        ([{"0": _c(_at(1, 10), _at(2, 11))}], {"0": _c(_at(1, 10), _at(2, 11))}),
         # several: the first's before, the last's after
-        ({"0": _c(_at(1, 10), _at(2, 11))}, {"0": _c(_at(5, 14), _at(6, 15))},
+        ([{"0": _c(_at(1, 10), _at(2, 11))}, {"0": _c(_at(3, 12), _at(4, 13))},
+          {"0": _c(_at(5, 14), _at(6, 15))}],
          {"0": _c(_at(1, 10), _at(6, 15))}),
-        # the first could not measure before: the last's before stands in; errors kept once each
-        ({"0": _c(None, _at(2, 11), ["timeout"])},
-         {"0": _c(_at(5, 14), _at(6, 15), ["timeout"])},
+        # the first could not measure before: the next before stands in; errors kept once each
+        ([{"0": _c(None, _at(2, 11), ["timeout"])}, {"0": _c(_at(5, 14), _at(6, 15), ["timeout"])}],
          {"0": _c(_at(5, 14), _at(6, 15), ["timeout"])}),
-        # a fleet worker that joined later spans only its own probes
-        ({"0": _c(_at(1, 10), None)},
-         {"0": _c(_at(5, 14), _at(6, 15)), "1": _c(_at(5, 20), _at(6, 21))},
-         {"0": _c(_at(1, 10), _at(6, 15)), "1": _c(_at(5, 20), _at(6, 21))}),
+        # the last could not measure after: the latest after stands
+        ([{"0": _c(_at(1, 10), _at(2, 11))}, {"0": _c(_at(5, 14), None, ["refused"])}],
+         {"0": _c(_at(1, 10), _at(2, 11), ["refused"])}),
+        # a fleet worker missing from the last probe keeps its offsets
+        ([{"0": _c(_at(1, 10), None), "1": _c(_at(1, 20), _at(2, 21))},
+          {"0": _c(_at(5, 14), _at(6, 15))}],
+         {"0": _c(_at(1, 10), _at(6, 15)), "1": _c(_at(1, 20), _at(2, 21))}),
     ],
 )  # fmt: skip
-def test_a_searchs_clock_spans_its_probes(first, last, spanned):
-    assert spanning_clocks(first, last) == spanned
+def test_a_searchs_clock_spans_its_probes(in_turn, spanned):
+    assert spanning_clocks(in_turn) == spanned
