@@ -155,3 +155,26 @@ def stats_or_none(doc: object) -> ReceiverStats | None:
         return parse_receiver_stats(doc)
     except EvbenchError:
         return None
+
+
+def receiver_trouble(
+    alive: bool,
+    received: Callable[[], int],
+    stats: Callable[[], ReceiverStats | None],
+    timeout_s: float = 10.0,
+) -> str | None:
+    """Why the receiver's records cannot be judged now (None: they can). It counts a delivery
+    when it arrives and writes it on its next flush, so wait until the files hold everything
+    counted by now (a system still delivering goes on adding to the count); then deliveries
+    it turned away would read as the system's losses."""
+    if not alive:
+        return "the receiver died (see logs/receiver.log)"
+    counted = received()
+    deadline = time.monotonic() + timeout_s
+    now = stats()
+    while now is None or now["rows_written"] + now["quarantined"] < counted:
+        if time.monotonic() >= deadline:
+            return f"the receiver did not write its records within {timeout_s:g} s"
+        time.sleep(0.1)
+        now = stats()
+    return receiver_refusals(now)

@@ -28,7 +28,6 @@ from analysis.tasks import files_events
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED
 from contract.documents import (
     RunStatus,
-    SearchSenderSummary,
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir
@@ -36,16 +35,15 @@ from contract.lines import SenderClock
 from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
 from evbench.follow import follow_sender
-from evbench.health import receiver_refusals, sender_failure
+from evbench.health import receiver_trouble, sender_failure
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
 from evbench.options import SearchOptions
 from evbench.probejudge import probe_figures, verdict_of
 from evbench.rundoc import sender_clocks, spanning_clocks
-from evbench.searchdoc import Probed, result_line, search_doc
+from evbench.searchdoc import Probed, record, result_line
 from evbench.searchplan import Outcome, Probe, Result, next_step
 from evbench.session import Echo, MakeSut, Session
-from loadgen.pace import parse_pace
 from loadgen.settings import SenderSettings
 from runtime.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
 from runtime.parquet import part_files
@@ -293,56 +291,20 @@ class _Search:
 
     def _check_receiver(self) -> None:
         """Deliveries the receiver could not take would read as the system's losses."""
-        receiver = self.session.receiver
-        if receiver is None or not receiver.alive():
-            raise _InstrumentFailed("the receiver died (see logs/receiver.log)")
-        _wait_until_written(self.session)
-        stats = self.session.receiver_stats()
-        if stats is None:
-            raise _InstrumentFailed("the receiver did not answer /stats with its counters")
-        if refused := receiver_refusals(stats):
-            raise _InstrumentFailed(refused)
+        session = self.session
+        alive = session.receiver is not None and session.receiver.alive()
+        if trouble := receiver_trouble(alive, session.received, session.receiver_stats):
+            raise _InstrumentFailed(trouble)
 
     def _record(self, status: RunStatus | None) -> None:
         """run.json: the probes (and the one under way) as the run's steps, and the search's
-        state."""
-        session, probed = self.session, self.probed
-        steps = [p.probe for p in probed] + ([self.pending] if self.pending else [])
-        spec = ",".join(f"{p.rate_per_s}:{p.hold_s}" for p in steps)
-        start_ns = probed[0].start_ns if probed else None
-        session.sender_ended(
-            SearchSenderSummary(
-                start_ns=start_ns,
-                sent=sum(p.sender["sent"] for p in probed),
-                ok=sum(p.sender["ok"] for p in probed),
-                failures=sum(p.sender["failures"] for p in probed),
-                probes=[p.sender for p in probed],
-            )
-        )
-        session.scheduled(start_ns, self._clocks(probed[-1].sender) if probed else {})
-        session.describe_system()
-        doc = session.document(parse_pace(spec, name="search"), status)
-        final = (status or session.outcome.status) == "completed"
-        doc["search"] = search_doc(
-            self.opts, self.probed, self.result if final else None, session.started_ns
-        )
-        session.write(doc)
+        state (evbench.searchdoc)."""
+        clocks = self._clocks(self.probed[-1].sender) if self.probed else {}
+        final = (status or self.session.outcome.status) == "completed"
+        result = self.result if final else None
+        record(self.session, self.opts, self.probed, self.pending, result, clocks, status)
 
 
 # An expected count never reached: waiting for stragglers then ends when nothing new came for
 # the grace (the system is quiet) or at the cap (it still delivers).
 _NEVER = 2**62
-
-
-def _wait_until_written(session: Session, timeout_s: float = 10.0) -> None:
-    """The receiver counts a delivery when it arrives and writes it on its next flush: the
-    probe is judged from the files, so wait until they hold everything counted by now (a
-    system still delivering a backlog goes on adding to the count)."""
-    counted = session.received()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        stats = session.receiver_stats()
-        if stats is not None and stats["rows_written"] + stats["quarantined"] >= counted:
-            return
-        time.sleep(0.1)
-    raise _InstrumentFailed(f"the receiver did not write its records within {timeout_s:g} s")

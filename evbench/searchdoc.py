@@ -7,11 +7,20 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contract.documents import SearchDoc, SearchProbeDoc, SearchResultDoc
+from contract.documents import (
+    RunStatus,
+    SearchDoc,
+    SearchProbeDoc,
+    SearchResultDoc,
+    SearchSenderSummary,
+)
+from contract.lines import SenderClock
 from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
 from evbench.options import SearchOptions
 from evbench.searchplan import Probe, Result
+from evbench.session import Session
+from loadgen.pace import parse_pace
 
 
 @dataclass
@@ -84,3 +93,33 @@ def result_line(result: Result, minutes: float) -> str:
     if result.symptom:
         line += f"\n  at {result.lowest_break_per_s}/s: {'; '.join(result.symptom)}"
     return line
+
+
+def record(
+    session: Session,
+    opts: SearchOptions,
+    probed: list[Probed],
+    pending: Probe | None,
+    result: Result | None,
+    clocks: dict[str, SenderClock],
+    status: RunStatus | None,
+) -> None:
+    """run.json as of now: the probes (and the one under way) as the run's steps, their senders'
+    counts and clocks, and the search's section."""
+    steps = [p.probe for p in probed] + ([pending] if pending else [])
+    start_ns = probed[0].start_ns if probed else None
+    session.sender_ended(
+        SearchSenderSummary(
+            start_ns=start_ns,
+            sent=sum(p.sender["sent"] for p in probed),
+            ok=sum(p.sender["ok"] for p in probed),
+            failures=sum(p.sender["failures"] for p in probed),
+            probes=[p.sender for p in probed],
+        )
+    )
+    session.scheduled(start_ns, clocks)
+    session.describe_system()
+    spec = ",".join(f"{p.rate_per_s}:{p.hold_s}" for p in steps)
+    doc = session.document(parse_pace(spec, name="search"), status)
+    doc["search"] = search_doc(opts, probed, result, session.started_ns)
+    session.write(doc)

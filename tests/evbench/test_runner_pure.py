@@ -3,7 +3,13 @@ import pytest
 from contract.errors import EvbenchError
 from contract.layout import new_sut_dir, next_run_id
 from contract.receiverlines import ReceiverStats
-from evbench.health import grace_verdict, receiver_failure, receiver_limits, sender_failure
+from evbench.health import (
+    grace_verdict,
+    receiver_failure,
+    receiver_limits,
+    receiver_trouble,
+    sender_failure,
+)
 from evbench.options import RunOptions
 from evbench.progress import progress_line, step_line
 from evbench.runner import run_matrix
@@ -146,3 +152,30 @@ def test_a_matrix_never_writes_into_an_earlier_run(tmp_path):
         run_matrix(opts, lines.append, False, suts=("direct", "channel-imc"))
     # refused before anything started: no directory for the first system, nothing printed
     assert not (tmp_path / "x-p" / "direct").exists() and lines == []
+
+
+@pytest.mark.parametrize(
+    ("alive", "counted", "written", "stats", "expected"),
+    [
+        (False, 10, [10], STATS, "the receiver died"),
+        (True, 10, [4, 7, 10], STATS, None),  # written up to the count within the wait
+        (True, 10, [4], STATS, "did not write its records within 0.3 s"),
+        (True, 10, [10], {**STATS, "refused": {"413": 3}}, "3 answered 413"),
+        (True, 10, [None], STATS, "did not write its records within 0.3 s"),  # no /stats
+    ],
+)
+def test_receiver_trouble_waits_for_the_files_then_judges(alive, counted, written, stats, expected):
+    # The receiver writes what it counted on its next flush: a probe is judged once the files
+    # hold it all, and not at all when deliveries were turned away.
+    answers = iter(written)
+    last = {"rows": None}
+
+    def now():
+        rows = next(answers, last["rows"])
+        last["rows"] = rows
+        if rows is None:
+            return None
+        return {**stats, "rows_written": rows, "quarantined": 0}
+
+    found = receiver_trouble(alive, lambda: counted, now, timeout_s=0.3)
+    assert (found is None) if expected is None else (expected in found), found
