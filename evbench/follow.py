@@ -93,8 +93,7 @@ def unreadable(session: Session, why: str) -> None:
     """A line of the sender's that does not read as its type: an instrument failure, said once
     per kind (the run goes on, so its records are kept)."""
     failure = f"{why}: the sender and this evbench do not agree on its lines"
-    if failure not in session.outcome.instrument_failures:
-        session.instrument_failed(failure)
+    if session.instrument_failed(failure):
         session.echo(f"instrument failed: {failure}")
 
 

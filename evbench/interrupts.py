@@ -68,6 +68,11 @@ class Interrupts:
         self.checkpoint()
         self.sender = sender
 
+    def cleaning(self) -> None:
+        """The teardown has begun: an interrupt from now on is nobody's to take (the
+        teardown ignores them, and no start-up is left to unwind)."""
+        self.cleaning_up = True
+
     def detach(self) -> None:
         """The sender has ended (a search's probe): interrupts from now on unwind again."""
         self.sender = None

@@ -45,7 +45,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     with Interrupts(echo) as interrupts, session:
         session.on_record(lambda status: session.write(session.document(pace, status, has_warmup)))
         # Ctrl-C during the teardown is not the sender's to take any more.
-        session.on_teardown(lambda: setattr(interrupts, "cleaning_up", True))
+        session.on_teardown(interrupts.cleaning)
         _drive(session, opts, interrupts, live)
     _echo_summary(session.outcome, echo)
     return session.outcome

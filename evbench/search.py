@@ -92,7 +92,7 @@ class _Search:
         session.on_record(self._record)
         with self.interrupts, session:
             # Ctrl-C during the teardown is not a sender's to take any more.
-            session.on_teardown(lambda: setattr(self.interrupts, "cleaning_up", True))
+            session.on_teardown(self.interrupts.cleaning)
             try:
                 session.record("running")
                 session.start_receiver()

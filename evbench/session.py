@@ -167,10 +167,13 @@ class Session:
         """How waiting for the stragglers ended."""
         self.outcome.grace = grace
 
-    def instrument_failed(self, why: str) -> None:
-        """An instrument failed (each reason kept once): the run has failed, whatever else."""
-        if why not in self.outcome.instrument_failures:
-            self.outcome.instrument_failures.append(why)
+    def instrument_failed(self, why: str) -> bool:
+        """An instrument failed (each reason kept once): the run has failed, whatever else.
+        True when `why` is new (the caller says it)."""
+        if why in self.outcome.instrument_failures:
+            return False
+        self.outcome.instrument_failures.append(why)
+        return True
 
     def finish(self, status: RunStatus) -> None:
         """How the policy ended (the teardown may still fail it: a receiver that failed)."""
