@@ -206,6 +206,7 @@ def _consume(
     series, drained_s, hwm = _follow_consumer(
         options.consume_s, consumer, backlog.produced, started_ns, session
     )
+    session.sampler.end_memory("consumer")  # before it is stopped: it says nothing then
     child = consumer.child
     died = not child.alive()
     last_progress = consumer.progress()  # a dead Python client's last line still counts

@@ -43,6 +43,7 @@ class ProcessSampler:
         self._details: dict[str, Callable[[], Mapping[str, Any]]] = {}
         self._detail_writer: PartWriter | None = None
         self._taken: dict[str, deque[MemorySampleRow]] = {}
+        self._detailing = threading.Lock()  # held while a detailed sample is taken
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
         self.peak_rss_bytes: dict[str, int] = {}
@@ -68,6 +69,12 @@ class ProcessSampler:
             self._detail_writer = PartWriter(out_dir, MEMORY_SAMPLE_FIELDS, prefix="memory")
         self._details[role] = says
         self._taken[role] = deque(maxlen=_KEPT_DETAILS)
+
+    def end_memory(self, role: str) -> None:
+        """No more detailed samples of `role` (its RSS and CPU are still sampled): a process
+        being stopped no longer says what it has done, and a sample then would say nothing."""
+        with self._detailing:  # a sample under way finishes first
+            self._details.pop(role, None)
 
     def take_memory(self, role: str) -> list[MemorySampleRow]:
         """The detailed samples of `role` taken since the last call (at most the last minute's:
@@ -95,15 +102,22 @@ class ProcessSampler:
                     continue
                 self.peak_rss_bytes[role] = max(rss, self.peak_rss_bytes.get(role, 0))
                 self.writer.append(ProcessSampleRow(now_ns, role, process.pid, rss, cpu))
-                if role in self._details:
-                    self._detail(role, process, now_ns)
+                with self._detailing:
+                    if (says := self._details.get(role)) is not None:
+                        self._detail(role, process, now_ns, says)
             ticks += 1
             if ticks % self.flush_every == 0:
                 self._flush()
 
-    def _detail(self, role: str, process: psutil.Process, now_ns: int) -> None:
+    def _detail(
+        self,
+        role: str,
+        process: psutil.Process,
+        now_ns: int,
+        says_now: Callable[[], Mapping[str, Any]],
+    ) -> None:
         """One detailed sample of `role` (none when it has just gone)."""
-        says = self._details[role]()
+        says = says_now()
         try:
             full = process.memory_full_info()
             status = status_fields(Path(f"/proc/{process.pid}/status").read_text())
