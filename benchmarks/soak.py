@@ -63,6 +63,14 @@ def rss_slope_mib_per_h(
     return float(slope)
 
 
+def ceiling_at_s(t_ns: np.ndarray, rss_bytes: np.ndarray) -> float:
+    """Seconds from the first sample to the first within 1 MiB of the peak: when memory that
+    follows the deepest stall so far (an open-loop sender's connections) reached its ceiling,
+    rather than growing per event."""
+    near = np.flatnonzero(rss_bytes >= rss_bytes.max() - MIB)
+    return float((t_ns[near[0]] - t_ns[0]) / NS_PER_S)
+
+
 def evbench(args: list[str], code: Path) -> tuple[int, float, int]:
     """`python -m evbench ARGS` in `code` (its output passed through): exit code, wall seconds
     and the peak RSS of its process tree."""
@@ -91,9 +99,11 @@ def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) 
         return
     table = pq.read_table(files, columns=["t_ns", "process", "rss_bytes"]).to_pydict()
     names = sorted(set(table["process"]))
-    print("  RSS over the steps after --settle-s (slope: least squares):")
+    print("  RSS over the steps after --settle-s (slope: least squares; peak from: within 1 MiB")
+    print("  of the peak from this many seconds after the first sample on):")
     print(
-        f"  {'process':<22} {'first':>8} {'last':>8} {'peak':>8}  {'slope':>11}  {'per event':>9}"
+        f"  {'process':<22} {'first':>8} {'last':>8} {'peak':>8} {'peak from':>9}  {'slope':>11}"
+        f"  {'per event':>9}"
     )
     for name in names:
         rows = [i for i, p in enumerate(table["process"]) if p == name]
@@ -102,7 +112,7 @@ def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) 
         order = np.argsort(t_ns)
         t_ns, rss = t_ns[order], rss[order]
         slope = rss_slope_mib_per_h(t_ns, rss, *window_ns)
-        rss = rss[rss > 0]
+        t_ns, rss = t_ns[rss > 0], rss[rss > 0]
         if slope is None:
             slope_text, per_event = "too short", "-"
         else:
@@ -110,12 +120,16 @@ def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) 
             per_event = f"{slope * MIB / S_PER_H / events_per_s:+.1f} B" if events_per_s else "-"
         print(
             f"  {name:<22} {rss[0] / MIB:>6.1f}Mi {rss[-1] / MIB:>6.1f}Mi "
-            f"{rss.max() / MIB:>6.1f}Mi  {slope_text:>11}  {per_event:>9}"
+            f"{rss.max() / MIB:>6.1f}Mi {ceiling_at_s(t_ns, rss):>7.0f} s  {slope_text:>11}  "
+            f"{per_event:>9}"
         )
 
 
 def sender_steps(summary: dict[str, Any]) -> None:
-    print("  sender, per step:")
+    print(
+        f"  sender: connections opened {summary.get('connections_opened')}, at most "
+        f"{summary.get('connections_peak')} open at once; per step:"
+    )
     for step in summary.get("steps", []):
         target = step["target_rate_per_s"]
         achieved = step["achieved_send_rate_per_s"]
