@@ -124,29 +124,43 @@ def add_flags(
 
 
 def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """SessionOptions' fields as the flags give them (evbench.lab_args adds the system's and
-    the receiver's address; loadgen.settings the sender's knobs)."""
-    if args.grace > args.grace_cap:  # the cap would silently win: a contradiction, named
+    """SessionOptions' fields as the flags give them, for the flags the command has (memory
+    sends no pace and waits for no stragglers: SessionOptions' defaults stand for the rest);
+    evbench.lab_args adds the system's and the receiver's address, loadgen.settings the
+    sender's knobs."""
+    grace, grace_cap = getattr(args, "grace", None), getattr(args, "grace_cap", None)
+    if grace is not None and grace_cap is not None and grace > grace_cap:
+        # The cap would silently win: a contradiction, named.
         raise EvbenchError(
-            f"--grace {args.grace:g} is longer than --grace-cap {args.grace_cap:g}: the wait for "
+            f"--grace {grace:g} is longer than --grace-cap {grace_cap:g}: the wait for "
             "deliveries never reaches its grace (raise --grace-cap, or lower --grace)"
         )
     lab = lab_settings(args)
     check_system(args, lab)
-    return {
+    kwargs: dict[str, Any] = {
         "runs_dir": runs_dir(args),
         "run_id": args.run_id,
-        "send": knobs_from_args(args),
         "lab": lab,
-        "workers": args.workers,
         "receiver_host": args.receiver_host,
         "receiver_port": args.receiver_port,
         "receiver_url": args.receiver_url,
-        "receiver_clock_shift_ms": args.receiver_clock_shift,
-        "grace_s": args.grace,
-        "grace_cap_s": args.grace_cap,
         **insight_kwargs(args),
     }
+    for dest, name in _OPTIONAL:
+        if hasattr(args, dest):
+            kwargs[name] = getattr(args, dest)
+    if (knobs := knobs_from_args(args)) is not None:
+        kwargs["send"] = knobs
+    return kwargs
+
+
+# (flag's dest, SessionOptions' field) of the session flags a command may leave out.
+_OPTIONAL = (
+    ("workers", "workers"),
+    ("receiver_clock_shift", "receiver_clock_shift_ms"),
+    ("grace", "grace_s"),
+    ("grace_cap", "grace_cap_s"),
+)
 
 
 def runs_dir(args: argparse.Namespace) -> Path:

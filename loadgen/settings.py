@@ -366,7 +366,10 @@ def add_knob_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, **_options(name, flag, kwargs))
 
 
-def knobs_from_args(args: argparse.Namespace) -> SendKnobs:
+def knobs_from_args(args: argparse.Namespace) -> SendKnobs | None:
+    """The sender's knobs as the flags give them; None for a command without them."""
+    if not hasattr(args, _dest("knobs." + KNOB_FIELDS[0])):
+        return None
     return SendKnobs(**{n: getattr(args, _dest("knobs." + n)) for n in KNOB_FIELDS})
 
 
@@ -375,4 +378,4 @@ def settings_from_args(args: argparse.Namespace) -> SenderSettings:
         name: getattr(args, _dest(name)) for name, _, _ in _FLAGS if not name.startswith("knobs.")
     }
     values["kafka_config"] = tuple(values["kafka_config"] or ())
-    return SenderSettings(**values, knobs=knobs_from_args(args))
+    return SenderSettings(**values, knobs=knobs_from_args(args) or SendKnobs())

@@ -9,7 +9,7 @@ from contract.errors import EvbenchError
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
-from evbench.session_args import add_flags, add_session_arguments, insight_kwargs
+from evbench.session_args import add_flags, add_session_arguments, session_kwargs
 from runtime.argtypes import at_least_one, payload_bytes, positive_seconds
 
 if TYPE_CHECKING:  # the command's imports are deferred: --help must not load the clients
@@ -161,24 +161,13 @@ def _note_bare_only(args: argparse.Namespace, lab: list[str]) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evbench.consumers import LAB_CONSUMERS, BareClientOptions
-    from evbench.lab_args import check_receiver_address, lab_settings
     from evbench.memory import run_memory
     from evbench.options import MemoryOptions
-    from evbench.session_args import runs_dir as checked_runs_dir
-    from runtime.parquet import record_roll_s
 
     specs = _checked_specs(args)
     _note_bare_only(args, [s.name for s in specs if s.client in LAB_CONSUMERS])
-    runs_dir = checked_runs_dir(args)
-    check_receiver_address(args.receiver_host, args.receiver_port)
-    record_roll_s()  # the session's samplers read it: a bad value is named here, first
     options = MemoryOptions(
-        runs_dir=runs_dir,
-        run_id=args.run_id,  # None: the next free one, worked out once by run_memory
-        lab=lab_settings(args),
-        receiver_host=args.receiver_host,
-        receiver_port=args.receiver_port,
-        receiver_url=args.receiver_url,
+        **session_kwargs(args),  # run_id None: the next free one, worked out by run_memory
         partitions=args.partitions,
         consumers=specs,
         fill_s=args.fill,
@@ -193,7 +182,6 @@ def main(args: argparse.Namespace) -> int:
         ),
         malloc_arena_max=args.malloc_arena_max,
         keep_topics=args.keep_topics,
-        **insight_kwargs(args),
     )
     root, failed = run_memory(options, echo)
     echo(f"-> {root}")
