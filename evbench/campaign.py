@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
@@ -41,24 +42,40 @@ def campaign_exit_code(statuses: Iterable[str]) -> int:
     return max((exit_code(s) for s in statuses), default=0)
 
 
-def each(
-    names: Sequence[str],
-    drive: Callable[[str], RunStatus],
-    recorded: Callable[[str], bool],
-    echo: Callable[[str], None],
-    noun: str = "system",
-) -> list[RunStatus]:
-    """`drive` each name in turn (numbered when there are several); the statuses of those
-    driven. `recorded(name)`: whether the item left a record, so that its failure is said
-    and the campaign goes on (otherwise the error stops it)."""
+class Policy(Protocol):
+    """What a command brings to the campaign (OpenMessaging Benchmark's narrow driver): what to
+    run, where each item records, how one item is driven (a session of its own), and whether
+    it left a record."""
+
+    noun: str  # what an item is called in the lines: "system", "scenario"
+
+    def items(self) -> Sequence[str]: ...
+
+    def roots(self) -> Iterable[Path]:
+        """Where the items record: none may exist before the campaign starts."""
+        ...
+
+    def drive(self, name: str) -> RunStatus: ...
+
+    def recorded(self, name: str) -> bool:
+        """Whether the item left a record (so that its failure is said and the campaign goes
+        on; otherwise the error stops it)."""
+        ...
+
+
+def each(policy: Policy, echo: Callable[[str], None]) -> list[RunStatus]:
+    """Every item of `policy` in turn (numbered when there are several), once no directory an
+    item records in exists; the statuses of those driven."""
+    names, noun = policy.items(), policy.noun
+    refuse_taken(policy.roots())
     statuses: list[RunStatus] = []
     for number, name in enumerate(names, 1):
         if len(names) > 1:
             echo(f"[{number}/{len(names)}] {name}")
         try:
-            status = drive(name)
+            status = policy.drive(name)
         except EvbenchError as exc:
-            if not recorded(name):
+            if not policy.recorded(name):
                 raise
             more = f"\ngoing on with the next {noun}" if number < len(names) else ""
             echo(f"{name} failed: {exc}{more}")

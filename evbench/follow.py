@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import queue
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from analysis.deaths import death_text
 from contract.errors import EvbenchError
 from contract.metricslines import parse_metrics_line
 from contract.senderlines import SenderDone, SenderLine, SenderStart, parse_sender_line
+from evbench.health import sender_failure
+from evbench.interrupts import Interrupts
 from evbench.progress import progress_line, step_line
 from evbench.session import Echo, Session
+from loadgen.settings import SenderSettings
 from runtime.procs import Child
 
 _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
@@ -37,6 +42,40 @@ class _Follow:
     reported_dead: frozenset[str] = frozenset()
     pending_live: bool = False
     progress_count: int = 0
+
+
+@dataclass(frozen=True)
+class SenderEnd:
+    """How a sender (or a fleet) ended: its done line (None: it ended without one) and, when
+    its records do not cover its pace or it could not be followed, why (an instrument failure,
+    never the system's)."""
+
+    done: SenderDone | None
+    failure: str | None
+    log: Path
+
+
+def run_sender(
+    session: Session,
+    interrupts: Interrupts,
+    settings: SenderSettings,
+    name: str,
+    steps_total: int | None,
+    live: bool,
+    on_start: Callable[[SenderStart], None],
+    **follow: Any,
+) -> SenderEnd:
+    """One sender from its start to its exit, for every policy: started by the session (whose
+    teardown stops it whatever happens), interrupts forwarded to it, followed (`follow_sender`,
+    which takes `follow`'s keywords), its exit awaited. A sender that cannot start raises."""
+    sender = session.start_senders(settings, name)
+    interrupts.attach(sender)
+    done, silent = follow_sender(session, sender, steps_total, live, on_start, **follow)
+    try:
+        code = sender.wait(30)
+    except subprocess.TimeoutExpired:
+        return SenderEnd(done, "the sender did not exit 30 s after its done line", sender.log_path)
+    return SenderEnd(done, silent or sender_failure(code, done), sender.log_path)
 
 
 def follow_sender(

@@ -15,25 +15,21 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import cast
 
-from analysis.memory import describe_lines, memory_figures, peak_table
+from analysis.memory import peak_table
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.layout import next_run_id, safe_component
 from contract.memorydocs import (
     FailedScenarioDoc,
     MemoryDoc,
-    MemoryFiguresDoc,
-    PartitionLagDoc,
     ScenarioDoc,
 )
 from contract.units import NS_PER_S
 from evbench.backlog import backlog, backlog_broker, partition_counts, read_lag
-from evbench.campaign import each
+from evbench.campaign import each, refuse_taken
 from evbench.consumers import (
     LAB_CONSUMERS,
     Backlog,
@@ -45,11 +41,10 @@ from evbench.consumers import (
     read_text,
 )
 from evbench.interrupts import Interrupts
+from evbench.memorydoc import ConsumerEnd, never_consumed, say, scenario_doc
 from evbench.options import MemoryOptions
 from evbench.session import Echo, Session
 from loadgen.settings import SendKnobs
-from suts.consumers.predict import predicted
-from suts.settings import LabSettings
 
 _REPORT_EVERY_S = 5.0
 
@@ -60,66 +55,83 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
     (and analyses) what it finished."""
     run_id = options.run_id or next_run_id(options.runs_dir, "memory")
     root = options.runs_dir / f"{safe_component('run id', run_id)}-memory"
-    if root.exists():
-        raise EvbenchError(f"{root} already exists: choose another --run-id")
+    refuse_taken([root])
     counts = partition_counts(options)  # before anything is written: the topic may be absent
     try:  # only one of two runs racing for the same directory gets it
         root.parent.mkdir(parents=True, exist_ok=True)
         root.mkdir()
-    except FileExistsError:
-        raise EvbenchError(f"{root} already exists: choose another --run-id") from None
+    except FileExistsError:  # taken meanwhile: said as any taken directory is
+        refuse_taken([root])
+        raise
     options = replace(options, run_id=run_id, send=SendKnobs(payload_bytes=options.event_bytes))
-    rows: list[ScenarioDoc] = []
-    failed: list[FailedScenarioDoc] = []
-
-    def save(interrupted: bool = False) -> None:
-        doc: MemoryDoc = {"scenarios": rows, "failed": failed, "interrupted": interrupted}
-        (root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
-
-    scenarios = {
-        f"{spec.name}-p{partitions}": (spec, partitions)
-        for partitions in counts
-        for spec in options.consumers
-    }
-
-    interrupts = Interrupts(echo)
-
-    def drive(name: str) -> RunStatus:
-        if interrupts.count:
-            return _interrupted(save, len(rows), root, echo)
-        spec, partitions = scenarios[name]
-        echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
-        try:
-            result = _scenario(replace(options, sut=name), spec, partitions, echo)
-        except KeyboardInterrupt:
-            return _interrupted(save, len(rows), root, echo)
-        except Exception as exc:  # one scenario failing is reported, not fatal
-            reason = f"{type(exc).__name__}: {exc}"
-            failed.append({"scenario": name, "reason": reason})
-            save()
-            raise EvbenchError(f"{reason} (logs in {root / name / 'logs'})") from exc
-        (root / name / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
-        rows.append(result)
-        save()
-        return _interrupted(save, len(rows), root, echo) if interrupts.count else "completed"
-
-    # A failed scenario is recorded in memory.json: the campaign goes on with the next.
+    scenarios = _Scenarios(options, counts, root, echo)
     # SIGTERM as Ctrl-C: the scenario under way ends, memory.json kept. One that Python could
     # only swallow (in a fork hook, a finalizer) is still counted: seen between scenarios.
-    with interrupts:
-        statuses = each(tuple(scenarios), drive, lambda name: True, echo, noun="scenario")
+    with scenarios.interrupts:
+        statuses = each(scenarios, echo)
     if "interrupted" in statuses:
         raise KeyboardInterrupt  # the command's exit code for an interrupt (130)
-    for line in peak_table(rows):
+    for line in peak_table(scenarios.rows):
         echo(line)
-    return root, failed
+    return root, scenarios.failed
 
 
-def _interrupted(save: Callable[..., None], kept: int, root: Path, echo: Echo) -> RunStatus:
-    """An interrupt ended the matrix: memory.json says so, with the scenarios finished."""
-    save(interrupted=True)
-    echo(f"interrupted: {kept} finished scenario(s) kept in {root}")
-    return "interrupted"
+class _Scenarios:
+    """`memory`'s campaign policy: one session per scenario (a consumer, a partition count),
+    every one recorded in memory.json, a failed one too, so the campaign goes on after it."""
+
+    noun = "scenario"
+
+    def __init__(
+        self, options: MemoryOptions, counts: tuple[int, ...], root: Path, echo: Echo
+    ) -> None:
+        self.options, self.root, self.echo = options, root, echo
+        self.scenarios = {
+            f"{spec.name}-p{partitions}": (spec, partitions)
+            for partitions in counts
+            for spec in options.consumers
+        }
+        self.rows: list[ScenarioDoc] = []
+        self.failed: list[FailedScenarioDoc] = []
+        self.interrupts = Interrupts(echo)
+
+    def items(self) -> tuple[str, ...]:
+        return tuple(self.scenarios)
+
+    def roots(self) -> list[Path]:
+        return [self.root / name for name in self.scenarios]
+
+    def recorded(self, name: str) -> bool:
+        return True  # memory.json names a failed scenario
+
+    def drive(self, name: str) -> RunStatus:
+        if self.interrupts.count:
+            return self._interrupted()
+        spec, partitions = self.scenarios[name]
+        self.echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
+        try:
+            result = _scenario(replace(self.options, sut=name), spec, partitions, self.echo)
+        except KeyboardInterrupt:
+            return self._interrupted()
+        except Exception as exc:  # one scenario failing is reported, not fatal
+            reason = f"{type(exc).__name__}: {exc}"
+            self.failed.append({"scenario": name, "reason": reason})
+            self._save()
+            raise EvbenchError(f"{reason} (logs in {self.root / name / 'logs'})") from exc
+        (self.root / name / "scenario.json").write_text(json.dumps(result, indent=2) + "\n")
+        self.rows.append(result)
+        self._save()
+        return self._interrupted() if self.interrupts.count else "completed"
+
+    def _save(self, interrupted: bool = False) -> None:
+        doc: MemoryDoc = {"scenarios": self.rows, "failed": self.failed, "interrupted": interrupted}
+        (self.root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+    def _interrupted(self) -> RunStatus:
+        """An interrupt ended the matrix: memory.json says so, with the scenarios finished."""
+        self._save(interrupted=True)
+        self.echo(f"interrupted: {len(self.rows)} finished scenario(s) kept in {self.root}")
+        return "interrupted"
 
 
 def _scenario(
@@ -145,26 +157,8 @@ def _scenario(
     result["instrument_failures"] = session.outcome.instrument_failures
     if scrapes := session.insight.scrapes():
         result["scrapes"] = scrapes
-    _say(result, drained.group, drained.topic, echo)
+    say(result, drained.group, drained.topic, echo)
     return result
-
-
-def _say(result: ScenarioDoc, group: str, topic: str, echo: Echo) -> None:
-    """What a scenario found, as seed 000 printed it."""
-    for line in describe_lines(
-        group, topic, [(r["partition"], r["committed"], r["end"]) for r in result["lag"]]
-    ):
-        echo("  " + line)
-    if result["exit"] == "died during the run":
-        echo(
-            f"  the consumer died during the run ({result['exit_code']}); its lag is as it left it"
-        )
-    if result["never_consumed"]:
-        echo(f"  partitions never consumed: {', '.join(map(str, result['never_consumed']))}")
-    for line in result["logged_errors"][:5]:
-        echo(f"  consumer logged: {line}")
-    for failure in result.get("instrument_failures", []):
-        echo(f"  instrument failed: {failure}")
 
 
 def _start_consumer(
@@ -211,44 +205,11 @@ def _consume(
     died = not child.alive()
     last_progress = consumer.progress()  # a dead Python client's last line still counts
     code, done = consumer.finish()
-    first_ns = done.get("first_message_ns") or last_progress.get("first_message_ns")
-    first_s = None if first_ns is None else (first_ns - started_ns) / NS_PER_S
-    figures = memory_figures(series, first_s, drained_s, hwm) if series else None
-    lab = spec.client in LAB_CONSUMERS
-    prediction = predicted(
-        spec.client,
-        dict(spec.settings),
-        partitions,
-        options.event_bytes,
-        pending_events=LabSettings().max_pending if lab else 0,
-    )
-    return {
-        "consumer": spec.name,
-        "client": spec.client,
-        "settings": dict(spec.settings),
-        "partitions": partitions,
-        "produced": backlog.produced,
-        "consumed": done.get("consumed", last_progress.get("consumed")),
-        "consumer_started_ns": started_ns,
-        "first_message_s": first_s,
-        "drained_s": drained_s,
-        "exit": "died during the run" if died else f"exit {code}",
-        "exit_code": code,
-        "errors": done.get("errors", []),
-        "per_partition": done.get("per_partition"),
-        # A consumer that died says nothing at the end: what its log said last, instead.
-        "log_tail": child.tail(10) if died or code != 0 else None,
-        "logged_errors": logged_errors(read_text(child.log_path)),
-        "trimmed": done.get("trimmed"),
-        "figures": cast(MemoryFiguresDoc, asdict(figures)) if figures else None,
-        "predicted_buffer_bytes": prediction.buffer_bytes,
-        "predicted_formula": prediction.formula,
-        "memory_limit_bytes": None if lab else options.bare.memory_limit_bytes,
-        "malloc_arena_max": options.malloc_arena_max,
-        "fill_s": 0.0,
-        "lag": [],
-        "never_consumed": [],
-    }
+    end = ConsumerEnd(
+        backlog.produced, started_ns, series, drained_s, hwm, died, code, done, last_progress,
+        child.tail(10) if died or code != 0 else None, logged_errors(read_text(child.log_path)),
+    )  # fmt: skip
+    return scenario_doc(options, spec, partitions, end)
 
 
 def _follow_consumer(
@@ -281,12 +242,3 @@ def _follow_consumer(
                     f"{(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
                 )
     return series, drained_s, hwm
-
-
-def never_consumed(per_partition: dict[str, int] | None, lag: list[PartitionLagDoc]) -> list[int]:
-    """Partitions with events that the consumer never read from: by its own count when it
-    finished, else (it died or was killed) those with nothing committed. Pure."""
-    waiting = [r for r in lag if r["lag"] > 0 or (r["committed"] is None and r["end"] > 0)]
-    if per_partition is not None:
-        return [r["partition"] for r in waiting if not per_partition.get(str(r["partition"]))]
-    return [r["partition"] for r in waiting if r["committed"] is None]

@@ -14,13 +14,22 @@ the probe's first slot, which moves only the per-second medians the rise is fitt
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.steprule import judged_figures
-from analysis.verdicts import StepFigures, Thresholds, Verdict, judge
+from analysis.verdicts import (
+    BREAKS,
+    HOLDS,
+    SENDER_LIMITED,
+    StepFigures,
+    Thresholds,
+    Verdict,
+    judge,
+)
 
 
 @dataclass(frozen=True)
@@ -76,11 +85,25 @@ def probe_figures(
     )
 
 
-def verdict_of(fig: StepFigures, thresholds: Thresholds, objective: Objective) -> Verdict:
+def baseline_e2e_p99_ms(earlier: Sequence[tuple[str, float | None]]) -> float | None:
+    """How the system does unloaded, from the (verdict, e2e P99 ms) of the probes so far: the
+    first probe that held (the first probe, until one has), so that a first probe that broke
+    does not lift the bar for the rest. Pure."""
+    held = [probe for probe in earlier if probe[0] == HOLDS]
+    return next((p99_ms for _, p99_ms in held or earlier), None)
+
+
+def verdict_of(
+    fig: StepFigures, thresholds: Thresholds, objective: Objective, instruments_only: bool = False
+) -> Verdict:
     """The reports' rule, then the objective: a probe that holds by the rule but misses the
-    objective breaks, with the objective's reason."""
+    objective breaks, with the objective's reason. Where the system is the instruments (direct:
+    the receiver), where it breaks the instruments do: sender-limited. Pure."""
     found = judge(fig, thresholds)
-    if found.verdict != "holds":
+    if found.verdict == BREAKS and instruments_only:
+        why = "the system is the instruments (the receiver), so its limit is theirs"
+        return replace(found, verdict=SENDER_LIMITED, reasons=(*found.reasons, why))
+    if found.verdict != HOLDS:
         return found
     missed = []
     if objective.e2e_p99_ms is not None and (fig.e2e_p99_ms or 0) > objective.e2e_p99_ms:
@@ -92,5 +115,5 @@ def verdict_of(fig: StepFigures, thresholds: Thresholds, objective: Objective) -
             f"{fig.lost} lost of {fig.acked}, over the objective's {objective.lost_ratio:.2%}"
         )
     if missed:
-        return Verdict(fig.step, fig.target_rate_per_s, "breaks", tuple(missed))
+        return Verdict(fig.step, fig.target_rate_per_s, BREAKS, tuple(missed))
     return found

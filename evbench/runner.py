@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 from contract.documents import RunStatus
 from contract.layout import next_run_id, sut_dir_for
 from contract.senderlines import SenderStart
-from evbench.campaign import each, refuse_taken
-from evbench.follow import follow_sender
-from evbench.health import sender_failure
+from evbench.campaign import each
+from evbench.follow import run_sender
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
 from evbench.options import RunOptions, RunOutcome
@@ -58,15 +58,15 @@ def _drive(session: Session, opts: RunOptions, interrupts: Interrupts, live: boo
     interrupts.checkpoint()
     session.start_system()
     interrupts.checkpoint()
-    sender = session.start_senders(session.sender_settings(opts.pace.spec))
-    interrupts.attach(sender)
-    summary, silent = follow_sender(
-        session, sender, len(opts.pace.steps), live, lambda line: _started(session, line)
-    )
+    end = run_sender(
+        session, interrupts, session.sender_settings(opts.pace.spec), "sender",
+        len(opts.pace.steps), live, lambda line: _started(session, line),
+    )  # fmt: skip
+    summary = end.done
     session.sender_ended(summary)
-    if failure := silent or sender_failure(sender.wait(timeout_s=30), summary):
-        session.instrument_failed(failure)
-        echo(f"instrument failed: {failure}; see {sender.log_path}")
+    if end.failure:
+        session.instrument_failed(end.failure)
+        echo(f"instrument failed: {end.failure}; see {end.log}")
     if session.receiver is not None and session.receiver.alive():
         # A sender that died says nothing of what it had acked: wait until quiet.
         expected = summary["ok"] if summary is not None else sys.maxsize
@@ -130,14 +130,34 @@ def run_matrix(
     """Every local SUT in turn under one run id, each started fresh (the 2019 matrix), as one
     campaign (evbench.campaign: directories checked first, a failed system said and passed,
     the first interrupted one stopping the rest)."""
-    run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
-    dirs = {name: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, name) for name in suts}
-    refuse_taken(d.root for d in dirs.values())
-    outcomes: dict[str, RunOutcome] = {}
+    matrix = _Matrix(opts, echo, live, suts)
+    statuses = each(matrix, echo)
+    return [
+        matrix.outcomes.get(name, RunOutcome(matrix.dirs[name], "failed"))
+        for name in suts[: len(statuses)]
+    ]
 
-    def drive(name: str) -> RunStatus:
-        outcomes[name] = outcome = run(replace(opts, sut=name, run_id=run_id), echo, live)
-        return outcome.status
 
-    statuses = each(suts, drive, lambda name: dirs[name].run_json.exists(), echo)
-    return [outcomes.get(name, RunOutcome(dirs[name], "failed")) for name in suts[: len(statuses)]]
+class _Matrix:
+    """`run`'s campaign policy: one run per system, under one run id."""
+
+    noun = "system"
+
+    def __init__(self, opts: RunOptions, echo: Echo, live: bool, suts: tuple[str, ...]) -> None:
+        run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
+        self.opts, self.echo, self.live, self.suts = replace(opts, run_id=run_id), echo, live, suts
+        self.dirs = {n: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, n) for n in suts}
+        self.outcomes: dict[str, RunOutcome] = {}
+
+    def items(self) -> tuple[str, ...]:
+        return self.suts
+
+    def roots(self) -> list[Path]:
+        return [d.root for d in self.dirs.values()]
+
+    def drive(self, name: str) -> RunStatus:
+        self.outcomes[name] = run(replace(self.opts, sut=name), self.echo, self.live)
+        return self.outcomes[name].status
+
+    def recorded(self, name: str) -> bool:
+        return self.dirs[name].run_json.exists()

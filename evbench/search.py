@@ -17,9 +17,8 @@ never as a breaking point.
 from __future__ import annotations
 
 import secrets
-import subprocess
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import httpx
 import pyarrow as pa
@@ -31,21 +30,25 @@ from contract.documents import (
 )
 from contract.errors import EvbenchError
 from contract.layout import SutDir
-from contract.lines import SenderClock
 from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
-from evbench.follow import follow_sender
-from evbench.health import receiver_trouble, sender_failure
+from evbench.follow import run_sender
+from evbench.health import receiver_trouble
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
 from evbench.options import SearchOptions
-from evbench.probejudge import probe_figures, verdict_of
-from evbench.rundoc import sender_clocks, spanning_clocks
-from evbench.searchdoc import Probed, record, result_line
-from evbench.searchplan import Outcome, Probe, Result, next_step
+from evbench.probejudge import baseline_e2e_p99_ms, probe_figures, verdict_of
+from evbench.searchdoc import (
+    Probed,
+    corrections,
+    outcomes,
+    probes_clocks,
+    record,
+    result_line,
+)
+from evbench.searchplan import Probe, Result, next_step
 from evbench.session import Echo, MakeSut, Session
 from loadgen.settings import SenderSettings
-from runtime.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
 from runtime.parquet import part_files
 from suts.lab import make_sut
 
@@ -120,7 +123,9 @@ class _Search:
         """Probe until the plan has its answer; run.json rewritten around every probe."""
         session = self.session
         restart: str | None = None
-        while isinstance(probe := next_step(self.opts.plan, self._outcomes()), Probe):
+        while isinstance(
+            probe := next_step(self.opts.plan, outcomes(self.probed, self.opts.workers)), Probe
+        ):
             if self.probed:
                 restart = self._between_probes()
             if restart is not None:
@@ -155,18 +160,6 @@ class _Search:
         session.echo(f"{opts.sut}: {why}; restarting it")
         return why
 
-    def _outcomes(self) -> list[Outcome]:
-        return [
-            Outcome(
-                p.probe,
-                p.verdict,  # holds, breaks or sender-limited: anything else raised
-                p.reasons,
-                p.figures["sender_ratio"] * p.probe.rate_per_s,
-                self.opts.workers,
-            )
-            for p in self.probed
-        ]
-
     def _probe(self, probe: Probe, restarted: str | None) -> Probed:
         session, sut_dir = self.session, self.session.sut_dir
         step = len(self.probed) + 1
@@ -184,7 +177,7 @@ class _Search:
         # What arrived before this probe, duplicates included, plus what it had acked: a count
         # summed over the probes would be reached early after any duplicate delivery.
         received_before = session.received()
-        done = self._send(settings, step, probe)
+        done = self._send(settings, step)
         session.stragglers(received_before + done["ok"])
         if wiring := session.wiring_mistake(done["ok"]):
             # Bisecting down to 1/s would only repeat it: the search stops at the first probe.
@@ -195,44 +188,25 @@ class _Search:
             raise _InstrumentFailed(f"probe {step} left no sent records (see {sut_dir.logs})")
         new_received = sorted(set(part_files(sut_dir.received)) - before)
         events = files_events(
-            [str(p) for p in new_sent], [str(p) for p in new_received], self._corrections(done)
+            [str(p) for p in new_sent],
+            [str(p) for p in new_received],
+            corrections(self.probed, done),
         )
         return self._judge(probe, step, events, done, restarted)
 
-    def _clocks(self, last: SenderDone) -> dict[str, SenderClock]:
-        """The senders' clock offsets over the search so far, ending with `last`'s: what
-        run.json says once `last` is the final probe, and so what the analysis corrects by."""
-        earlier = [p.sender for p in self.probed if p.sender is not last]
-        return spanning_clocks([sender_clocks(done) for done in (*earlier, last)])
-
-    def _corrections(self, done: SenderDone) -> dict[int, Correction]:
-        """The receiver's stamps moved onto the senders' clocks as the run's analysis moves
-        them (its default mode), so that a probe and the final analysis agree on shifted clocks."""
-        return to_apply(corrections_from({"senders": self._clocks(done)}), DEFAULT_CORRECTION)
-
     def _judge(
-        self,
-        probe: Probe,
-        step: int,
-        events: pa.Table,
-        done: SenderDone,
-        restarted: str | None,
+        self, probe: Probe, step: int, events: pa.Table, done: SenderDone, restarted: str | None
     ) -> Probed:
-        """The probe's verdict from its records, said and kept."""
-        # How the system does unloaded: the first probe that held (the first probe, until one
-        # has), so that a first probe that broke does not lift the bar for the rest.
-        held = [p for p in self.probed if p.verdict == HOLDS]
-        baseline = next((p.figures["e2e_p99_ms"] for p in held or self.probed), None)
+        """The probe's verdict from its records (evbench.probejudge), said and kept."""
+        baseline = baseline_e2e_p99_ms([(p.verdict, p.figures["e2e_p99_ms"]) for p in self.probed])
         # The run's seconds count from its first slot, as the analysis counts them.
         start_ns = self.probed[0].start_ns if self.probed else done["start_ns"]
         figures = probe_figures(
             events, step, probe.rate_per_s, probe.hold_s, baseline, schedule_start_ns=start_ns
         )
-        verdict = verdict_of(figures, self.opts.thresholds, self.opts.objective)
-        if verdict.verdict == BREAKS and self._instruments_only():
-            # Direct: the system is the receiver, so where it breaks the instruments do.
-            why = "the system is the instruments (the receiver), so its limit is theirs"
-            verdict = replace(verdict, verdict=SENDER_LIMITED, reasons=(*verdict.reasons, why))
+        sut = self.session.sut
+        only = sut is not None and sut.instruments_only
+        verdict = verdict_of(figures, self.opts.thresholds, self.opts.objective, only)
         if verdict.verdict not in (HOLDS, SENDER_LIMITED, BREAKS):  # insufficient data
             # The plan holds every probe for at least the rule's minimum of events, so fewer
             # records than that are missing ones.
@@ -247,47 +221,35 @@ class _Search:
             asdict(figures), done, restarted,
         )  # fmt: skip
 
-    def _instruments_only(self) -> bool:
-        return self.session.sut is not None and self.session.sut.instruments_only
-
-    def _send(self, settings: SenderSettings, step: int, probe: Probe) -> SenderDone:
-        """One probe's sender (or fleet) from start to its done line, followed as `run` follows
-        its sender (evbench.follow); its failures raise, and an interrupt it took ends the
-        search once it has flushed its records."""
+    def _send(self, settings: SenderSettings, step: int) -> SenderDone:
+        """One probe's sender (or fleet) from start to its done line, as `run` runs its sender
+        (evbench.follow); its failures raise, and an interrupt it took ends the search once it
+        has flushed its records."""
         session, interrupts = self.session, self.interrupts
-        name = f"probe-{step}" if self.opts.workers > 1 else f"sender-{step}"
-        try:
-            sender = session.start_senders(settings, name)
-        except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it started
-            session.stop_senders(30)
-            raise _InstrumentFailed(f"probe {step}: {exc}; see {session.sut_dir.logs}") from None
         failures = len(session.outcome.instrument_failures)
         try:
-            interrupts.attach(sender)
-            done, silent = follow_sender(
-                session, sender, None, False, session.insight.on_sender_start,
+            end = run_sender(
+                session, interrupts, settings,
+                f"probe-{step}" if self.opts.workers > 1 else f"sender-{step}",
+                None, False, session.insight.on_sender_start,
                 known_dead=frozenset(d["role"] for d in session.deaths()),
                 crash_note="this probe is judged by what it delivered",
             )  # fmt: skip
-            code = sender.wait(30)
-        except subprocess.TimeoutExpired:
-            raise _InstrumentFailed(
-                f"probe {step}: the sender did not exit 30 s after its done line; see "
-                f"{sender.log_path}"
-            ) from None
+        except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it started
+            raise _InstrumentFailed(f"probe {step}: {exc}; see {session.sut_dir.logs}") from None
         finally:
             interrupts.detach()
             session.stop_senders(30)  # done, or stopped by its pid whatever went wrong
         if interrupts.count:  # the user's: the probe under way ends, its records kept
             raise KeyboardInterrupt
-        if failure := silent or sender_failure(code, done):
-            raise _InstrumentFailed(f"probe {step}: {failure}; see {sender.log_path}")
-        assert done is not None  # sender_failure says why when there is none
+        if end.failure:
+            raise _InstrumentFailed(f"probe {step}: {end.failure}; see {end.log}")
+        assert end.done is not None  # a failure says why when there is none
         if len(session.outcome.instrument_failures) > failures:  # an unreadable line, said
             raise _InstrumentFailed(f"probe {step}: {session.outcome.instrument_failures[-1]}")
-        if done["start_ns"] is None:
+        if end.done["start_ns"] is None:
             raise _InstrumentFailed(f"probe {step}: the sender never started its schedule")
-        return done
+        return end.done
 
     def _check_receiver(self) -> None:
         """Deliveries the receiver could not take would read as the system's losses."""
@@ -299,7 +261,7 @@ class _Search:
     def _record(self, status: RunStatus | None) -> None:
         """run.json: the probes (and the one under way) as the run's steps, and the search's
         state (evbench.searchdoc)."""
-        clocks = self._clocks(self.probed[-1].sender) if self.probed else {}
+        clocks = probes_clocks(self.probed, self.probed[-1].sender) if self.probed else {}
         final = (status or self.session.outcome.status) == "completed"
         result = self.result if final else None
         record(self.session, self.opts, self.probed, self.pending, result, clocks, status)

@@ -18,9 +18,11 @@ from contract.lines import SenderClock
 from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
 from evbench.options import SearchOptions
-from evbench.searchplan import Probe, Result
+from evbench.rundoc import sender_clocks, spanning_clocks
+from evbench.searchplan import Outcome, Probe, Result
 from evbench.session import Session
 from loadgen.pace import parse_pace
+from runtime.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
 
 
 @dataclass
@@ -35,6 +37,34 @@ class Probed:
     figures: dict[str, Any]
     sender: SenderDone
     restarted: str | None  # why the system was started afresh before this probe
+
+
+def outcomes(probed: list[Probed], workers: int) -> list[Outcome]:
+    """The probes as the plan reads them (evbench.searchplan.next_step). Pure."""
+    return [
+        Outcome(
+            p.probe,
+            p.verdict,  # holds, breaks or sender-limited: anything else raised
+            p.reasons,
+            p.figures["sender_ratio"] * p.probe.rate_per_s,
+            workers,
+        )
+        for p in probed
+    ]
+
+
+def probes_clocks(probed: list[Probed], last: SenderDone) -> dict[str, SenderClock]:
+    """The senders' clock offsets over the search so far, ending with `last`'s: what run.json
+    says once `last` is the final probe, and so what the analysis corrects by. Pure."""
+    earlier = [p.sender for p in probed if p.sender is not last]
+    return spanning_clocks([sender_clocks(done) for done in (*earlier, last)])
+
+
+def corrections(probed: list[Probed], last: SenderDone) -> dict[int, Correction]:
+    """The receiver's stamps moved onto the senders' clocks as the run's analysis moves them
+    (its default mode), so that a probe and the final analysis agree on shifted clocks."""
+    clocks = probes_clocks(probed, last)
+    return to_apply(corrections_from({"senders": clocks}), DEFAULT_CORRECTION)
 
 
 def search_doc(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
-from contract.layout import sut_dir_for
-from evbench.campaign import campaign_exit_code, each, refuse_taken
+from contract.layout import SutDir, sut_dir_for
+from evbench.campaign import campaign_exit_code, each
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import (
     add_plot_metric_argument,
@@ -173,7 +174,6 @@ def main(args: argparse.Namespace) -> int:
     suts = tuple(args.sut or LOCAL_SUTS)
     runs_dir = session["runs_dir"]
     session["run_id"] = run_id = args.run_id or next_run_id(runs_dir, "search")
-    refuse_taken(sut_dir_for(runs_dir, run_id, "search", name).root for name in suts)
     options = {
         "plan": plan,
         "objective": objective,
@@ -211,13 +211,31 @@ def _plan(args: argparse.Namespace) -> tuple[SearchPlan, Objective]:
 
 def _search_each(suts: tuple[str, ...], options: dict[str, Any]) -> int:
     """Each system in turn under one run id, as one campaign; the exit code of them all."""
-    from evbench.options import SearchOptions
-    from evbench.search import search
+    return campaign_exit_code(each(_Systems(suts, options), echo))
 
-    def drive(name: str) -> RunStatus:
-        return search(SearchOptions(sut=name, **options), echo).status
 
-    def recorded(name: str) -> bool:
-        return sut_dir_for(options["runs_dir"], options["run_id"], "search", name).run_json.exists()
+class _Systems:
+    """`search`'s campaign policy: one search per system, under one run id."""
 
-    return campaign_exit_code(each(suts, drive, recorded, echo))
+    noun = "system"
+
+    def __init__(self, suts: tuple[str, ...], options: dict[str, Any]) -> None:
+        self.suts, self.options = suts, options
+
+    def items(self) -> tuple[str, ...]:
+        return self.suts
+
+    def _dir(self, name: str) -> SutDir:
+        return sut_dir_for(self.options["runs_dir"], self.options["run_id"], "search", name)
+
+    def roots(self) -> list[Path]:
+        return [self._dir(name).root for name in self.suts]
+
+    def drive(self, name: str) -> RunStatus:
+        from evbench.options import SearchOptions
+        from evbench.search import search
+
+        return search(SearchOptions(sut=name, **self.options), echo).status
+
+    def recorded(self, name: str) -> bool:
+        return self._dir(name).run_json.exists()

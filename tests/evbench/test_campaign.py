@@ -6,17 +6,31 @@ from contract.errors import EvbenchError
 from evbench.campaign import campaign_exit_code, each, exit_code, refuse_taken
 
 
-def _drive(outcomes, driven):
-    """A drive that returns (or raises) each name's outcome, remembering the order."""
+class _Policy:
+    """A campaign policy whose items return (or raise) their outcome, remembering the order;
+    `roots` are where they record (the campaign refuses any that exists)."""
 
-    def drive(name):
-        driven.append(name)
-        outcome = outcomes[name]
+    noun = "system"
+
+    def __init__(self, outcomes, recorded=(), roots=()):
+        self.outcomes, self.recorded_names, self.root_paths = outcomes, set(recorded), roots
+        self.driven = []
+
+    def items(self):
+        return tuple(self.outcomes)
+
+    def roots(self):
+        return self.root_paths
+
+    def drive(self, name):
+        self.driven.append(name)
+        outcome = self.outcomes[name]
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    return drive
+    def recorded(self, name):
+        return name in self.recorded_names
 
 
 @pytest.mark.parametrize(
@@ -33,9 +47,9 @@ def _drive(outcomes, driven):
     ],
 )  # fmt: skip
 def test_each_item_in_turn(outcomes, recorded, statuses, code):
-    driven, lines = [], []
-    got = each(tuple(outcomes), _drive(outcomes, driven), recorded.__contains__, lines.append)
-    assert got == statuses and driven == list(outcomes)[: len(statuses)]
+    policy, lines = _Policy(outcomes, recorded), []
+    got = each(policy, lines.append)
+    assert got == statuses and policy.driven == list(outcomes)[: len(statuses)]
     assert campaign_exit_code(got) == code
     assert lines[0] == f"[1/{len(outcomes)}] a"
     if "interrupted" in got:
@@ -44,16 +58,15 @@ def test_each_item_in_turn(outcomes, recorded, statuses, code):
 
 
 def test_an_error_before_anything_was_recorded_stops_the_campaign():
-    driven = []
-    outcomes = {"a": EvbenchError("no such tool"), "b": "completed"}
+    policy = _Policy({"a": EvbenchError("no such tool"), "b": "completed"})
     with pytest.raises(EvbenchError, match="no such tool"):
-        each(("a", "b"), _drive(outcomes, driven), lambda name: False, lambda line: None)
-    assert driven == ["a"]
+        each(policy, lambda line: None)
+    assert policy.driven == ["a"]
 
 
 def test_one_item_is_not_numbered_and_its_failure_is_said_alone():
     lines = []
-    got = each(("a",), _drive({"a": EvbenchError("x")}, []), lambda n: True, lines.append)
+    got = each(_Policy({"a": EvbenchError("x")}, recorded={"a"}), lines.append)
     assert got == ["failed"] and lines == ["a failed: x"]
 
 
@@ -62,6 +75,10 @@ def test_a_taken_directory_is_refused_before_anything(tmp_path):
     refuse_taken([tmp_path / "a"])  # none taken: nothing said
     with pytest.raises(EvbenchError, match=r"b already exists: choose another --run-id"):
         refuse_taken([tmp_path / "a", tmp_path / "b"])
+    policy = _Policy({"a": "completed", "b": "completed"}, roots=[tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(EvbenchError, match=r"b already exists"):
+        each(policy, lambda line: None)
+    assert policy.driven == []  # refused before the first item
 
 
 @pytest.mark.parametrize(

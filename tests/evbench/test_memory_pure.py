@@ -4,7 +4,7 @@ import pytest
 
 from analysis.memory import peak_table
 from evbench.consumers import LOW_MEMORY, consumer_specs, logged_errors
-from evbench.memory import never_consumed
+from evbench.memorydoc import never_consumed
 from evbench.samples import status_fields
 
 

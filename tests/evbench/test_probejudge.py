@@ -7,7 +7,13 @@ import pyarrow as pa
 import pytest
 
 from analysis.verdicts import Thresholds
-from evbench.probejudge import Objective, parse_objective, probe_figures, verdict_of
+from evbench.probejudge import (
+    Objective,
+    baseline_e2e_p99_ms,
+    parse_objective,
+    probe_figures,
+    verdict_of,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,29 @@ def test_a_probe_that_holds_but_misses_the_objective_breaks_with_its_reason():
     assert v.verdict == "holds"
     _, v = verdict(records(lost_every=1000), parse_objective("lost<=0.05%"))
     assert v.verdict == "breaks" and "over the objective's 0.05%" in v.reasons[0]
+
+
+def test_where_the_system_is_the_instruments_a_break_is_theirs():
+    figures, _ = verdict(records(lost_every=10))
+    v = verdict_of(figures, Thresholds(), NO_OBJECTIVE, instruments_only=True)
+    assert v.verdict == "sender-limited" and "100 lost of 1000 acked" in v.reasons[0]
+    assert "the system is the instruments" in v.reasons[-1]
+    held, _ = verdict(records())  # a probe that holds is not touched
+    assert verdict_of(held, Thresholds(), NO_OBJECTIVE, instruments_only=True).verdict == "holds"
+
+
+@pytest.mark.parametrize(
+    ("earlier", "baseline"),
+    [
+        ([], None),
+        ([("breaks", 90.0)], 90.0),  # no probe held yet: the first one
+        ([("breaks", 90.0), ("holds", 4.0), ("holds", 6.0)], 4.0),  # the first that held
+        ([("sender-limited", 3.0), ("holds", 5.0)], 5.0),
+        ([("holds", None)], None),  # held without deliveries to time
+    ],
+)
+def test_the_baseline_is_the_first_probe_that_held(earlier, baseline):
+    assert baseline_e2e_p99_ms(earlier) == baseline
 
 
 @pytest.mark.parametrize(
