@@ -34,10 +34,11 @@ from analysis.verdicts import drift_verdict_text, verdict_text
 from analysis.window_report import windows_section
 from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, schedule_start_ns
 from contract.errors import EvbenchError
-from contract.layout import SutDir, analysed_summaries, run_index_html
+from contract.layout import SutDir, run_index_html
 from contract.units import NS_PER_MS
 from runtime.files import write_text_atomically
 from runtime.parquet import part_files
+from runtime.runs import analysed_summaries
 
 # A row of a table read back (a second of metrics.parquet, a point, a comparison row).
 Row = dict[str, Any]

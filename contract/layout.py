@@ -1,4 +1,5 @@
-"""Where a run's files live; every reader and writer asks here.
+"""Where a run's files live; every reader and writer asks here (data only: making and listing
+directories is runtime.runs').
 
 runs/<run-id>-<pace>/index.html
 runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/, metrics/],
@@ -8,7 +9,6 @@ runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/, 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,14 +105,6 @@ def run_index_html(run_dir: Path) -> Path:
     return run_dir / "index.html"
 
 
-def analysed_summaries(run_dir: Path) -> list[Path]:
-    """summary.json of every analysed SUT of a run, in name order."""
-    if not run_dir.is_dir():
-        return []
-    found = (SutDir(p).summary_json for p in run_dir.iterdir())
-    return sorted(path for path in found if path.is_file())
-
-
 # Each component stays well under NAME_MAX (255 bytes on Linux and macOS), so a run directory
 # name, `<run id>-<pace name>`, always fits too.
 MAX_COMPONENT_CHARS = 100
@@ -140,62 +132,7 @@ def safe_component(kind: str, value: str) -> str:
     raise EvbenchError(f"{kind} {shown} is not allowed: use {COMPONENT_RULE}")
 
 
-def default_runs_dir() -> Path:
-    return Path(os.environ.get("EVBENCH_RUNS_DIR") or "runs")  # set but empty: the default
-
-
-def next_run_id(runs_dir: Path, pace_name: str) -> str:
-    """run-1, run-2, …: the first id whose run directory for this pace does not exist yet."""
-    taken = set()
-    if runs_dir.is_dir():
-        pattern = re.compile(rf"^run-(\d+)-{re.escape(pace_name)}$")
-        taken = {int(m.group(1)) for p in runs_dir.iterdir() if (m := pattern.match(p.name))}
-    return f"run-{max(taken, default=0) + 1}"
-
-
 def sut_dir_for(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
     """Where a system's results of a run go (nothing is created)."""
     run_name = f"{safe_component('run id', run_id)}-{safe_component('pace name', pace_name)}"
     return SutDir(runs_dir / run_name / safe_component("SUT name", sut))
-
-
-def new_sut_dir(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
-    """A system's new results directory; one that exists (another run's, or one made a moment
-    ago by a run racing for the same id) is refused, never written into."""
-    root = sut_dir_for(runs_dir, run_id, pace_name, sut).root
-    taken = EvbenchError(
-        f"{root} already exists: choose another --run-id (results are never overwritten)"
-    )
-    if root.exists():
-        raise taken
-    try:
-        root.parent.mkdir(parents=True, exist_ok=True)
-        root.mkdir()  # not exist_ok: of two runs making it at once, exactly one gets it
-    except FileExistsError:
-        raise taken from None
-    except OSError as exc:
-        raise EvbenchError(
-            f"cannot make the run directory {root}: {exc.strerror or exc} (check --runs-dir)"
-        ) from None
-    return SutDir(root)
-
-
-def unusable_directory(path: Path) -> str | None:
-    """Why `path` cannot be used as a directory to write into (None: it can), without creating
-    anything: it is a file, lies under a file, or is not writable (by this user, or on a
-    read-only mount). Asked before anything starts, so that a run fails in one line, not after
-    its instruments did."""
-    path = Path(os.path.abspath(path))
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        if existing.is_symlink():
-            return f"{existing} is a broken symbolic link"
-        existing = existing.parent
-    if existing != path:
-        made = f"{path} cannot be made: {existing}"
-        if not existing.is_dir():
-            return f"{made} is not a directory"
-        return None if os.access(existing, os.W_OK | os.X_OK) else f"{made} is not writable"
-    if not path.is_dir():
-        return f"{path} is not a directory"
-    return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"

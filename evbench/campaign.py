@@ -19,17 +19,9 @@ from typing import Protocol
 
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
+from runtime.runs import refuse_taken
 
 _EXIT_CODES: dict[str, int] = {"completed": 0, "interrupted": 130}
-
-
-def refuse_taken(roots: Iterable[Path]) -> None:
-    """An EvbenchError naming the first directory that exists already."""
-    for root in roots:
-        if root.exists():
-            raise EvbenchError(
-                f"{root} already exists: choose another --run-id (results are never overwritten)"
-            )
 
 
 def exit_code(status: str) -> int:

@@ -19,7 +19,7 @@ from typing import cast
 
 from contract.documents import RunDoc, RunStatus, parse_receiver_stats
 from contract.errors import EvbenchError
-from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.layout import SutDir
 from contract.receiverlines import ReceiverStats
 from contract.records import RUN_JSON_VERSION
 from contract.senderlines import SenderDone, SenderRecord, parse_sender_line, parse_sender_record
@@ -35,6 +35,7 @@ from loadgen.fleet.tally import merged_done
 from loadgen.pace import resolve_pace
 from loadgen.settings import SenderSettings, add_sender_arguments, settings_from_args
 from runtime.recordshare import PeerError, fetch_all, fetch_json
+from runtime.runs import new_sut_dir, next_run_id
 
 
 def collect(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from contract.documents import PaceStepDoc, RunDoc
 from contract.errors import EvbenchError
-from contract.layout import SutDir, new_sut_dir, safe_component
+from contract.layout import SutDir, safe_component
 from contract.records import (
     RECEIVED_FIELDS,
     RUN_JSON_VERSION,
@@ -29,6 +29,7 @@ from contract.records import (
 )
 from contract.units import MS_PER_S, NS_PER_MS
 from runtime.parquet import PartWriter
+from runtime.runs import new_sut_dir
 
 MAKO_COLUMNS = ["inputValue", "errorMessage", "pl", "pe", "st", "dl", "de", "dt", "pet", "det"]
 STEP_GAP_MS = 1000.0  # 2019 paused ~2 s between steps; a longer silence starts a new step

@@ -21,7 +21,7 @@ from pathlib import Path
 from analysis.memory import peak_table
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
-from contract.layout import next_run_id, safe_component
+from contract.layout import safe_component
 from contract.memorydocs import (
     FailedScenarioDoc,
     MemoryDoc,
@@ -29,7 +29,7 @@ from contract.memorydocs import (
 )
 from contract.units import NS_PER_S
 from evbench.backlog import backlog, backlog_broker, partition_counts, read_lag
-from evbench.campaign import each, refuse_taken
+from evbench.campaign import each
 from evbench.consumers import (
     LAB_CONSUMERS,
     Backlog,
@@ -45,6 +45,7 @@ from evbench.memorydoc import ConsumerEnd, never_consumed, say, scenario_doc
 from evbench.options import MemoryOptions
 from evbench.session import Echo, Session
 from loadgen.settings import SendKnobs
+from runtime.runs import make_new, next_run_id, refuse_taken
 
 _REPORT_EVERY_S = 5.0
 
@@ -57,12 +58,7 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
     root = options.runs_dir / f"{safe_component('run id', run_id)}-memory"
     refuse_taken([root])
     counts = partition_counts(options)  # before anything is written: the topic may be absent
-    try:  # only one of two runs racing for the same directory gets it
-        root.parent.mkdir(parents=True, exist_ok=True)
-        root.mkdir()
-    except FileExistsError:  # taken meanwhile: said as any taken directory is
-        refuse_taken([root])
-        raise
+    make_new(root)
     options = replace(options, run_id=run_id, send=SendKnobs(payload_bytes=options.event_bytes))
     scenarios = _Scenarios(options, counts, root, echo)
     # SIGTERM as Ctrl-C: the scenario under way ends, memory.json kept. One that Python could

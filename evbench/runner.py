@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contract.documents import RunStatus
-from contract.layout import next_run_id, sut_dir_for
+from contract.layout import sut_dir_for
 from contract.senderlines import SenderStart
 from evbench.campaign import each
 from evbench.follow import run_sender
@@ -23,6 +23,7 @@ from evbench.options import RunOptions, RunOutcome
 from evbench.rundoc import sender_clocks
 from evbench.session import Echo, MakeSut, Session
 from loadgen.pace import parse_warmup
+from runtime.runs import next_run_id
 from suts.lab import LOCAL_SUTS, driver_for, make_sut
 
 __all__ = ["RunOptions", "RunOutcome", "run", "run_matrix"]

@@ -42,7 +42,7 @@ from contract.documents import (
     SutDeathDoc,
 )
 from contract.errors import EvbenchError
-from contract.layout import SutDir, new_sut_dir, next_run_id
+from contract.layout import SutDir
 from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
 from contract.senderlines import SenderDone
@@ -64,6 +64,7 @@ from loadgen.pace import Pace
 from loadgen.settings import SenderSettings
 from runtime.files import disk_error
 from runtime.procs import Child
+from runtime.runs import new_sut_dir, next_run_id
 from suts.lab import Sut, make_sut
 from suts.lag import ConsumerLagSampler
 

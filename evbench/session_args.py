@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from contract.errors import EvbenchError
-from contract.layout import default_runs_dir, unusable_directory
 from evbench.lab_args import check_system, lab_settings
 from evbench.profiles import pprof_target, profile_request
 from evbench.scrape import scrape_target
@@ -21,6 +20,7 @@ from runtime.argtypes import (
     seconds,
     workers_on_this_host,
 )
+from runtime.runs import default_runs_dir, unusable_directory
 
 # (flag, argparse keywords): the one place a session flag is spelled and explained.
 _FLAGS: dict[str, dict[str, Any]] = {

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Literal
 import uvloop
 
 from contract.errors import EvbenchError
-from contract.layout import unusable_directory
 from contract.lines import SenderClock
 from contract.metricslines import MetricsLine
 from contract.records import SENT_FIELDS, event_id, event_id_prefix
@@ -42,6 +41,7 @@ from loadgen.settings import (
 )
 from runtime.parquet import PartWriter
 from runtime.procs import raise_fd_limit
+from runtime.runs import unusable_directory
 
 if TYPE_CHECKING:
     from loadgen.sendmetrics import SenderMetricsService

@@ -123,6 +123,17 @@ def test_the_contract_and_the_runtime_stand_on_nothing_above_them(module):
             )
 
 
+# Modules through which a definition would reach the disk, the network or other processes: the
+# contract defines data; making, listing and reading things is the runtime's.
+_IO_MODULES = {"os", "shutil", "subprocess", "socket", "http", "urllib", "tempfile", "glob"}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) == FLOOR))
+def test_the_contract_holds_data_definitions_only(module):
+    io = sorted({name for name in imports_of(module) if _top(name) in _IO_MODULES})
+    assert not io, f"{module} imports {io}: I/O belongs in runtime/, the contract defines data"
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _owner(m) in PACKAGES))
 def test_a_package_imports_only_itself_and_the_floor(module):
     owner = _owner(module)

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from analysis.slices import SLICE_EVENTS
 from contract.errors import EvbenchError
-from contract.layout import analysed_summaries
 from evbench.commands import Subcommands, echo
 from runtime.argtypes import at_least_one, seconds, spark_master, spark_remote
 from runtime.clocks import CORRECTION_MODES, DEFAULT_CORRECTION
+from runtime.runs import analysed_summaries
 
 if TYPE_CHECKING:  # Spark and the analysis load only when a command runs (see main)
     from pyspark.sql import SparkSession

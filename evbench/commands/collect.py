@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from contract.layout import default_runs_dir
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument, analyze_path
 from runtime.argtypes import http_url, path_component
+from runtime.runs import default_runs_dir
 
 
 def add(commands: Subcommands) -> None:

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from contract.errors import EvbenchError
-from contract.layout import unusable_directory
 from evbench.commands import Subcommands, echo
+from runtime.runs import unusable_directory
 
 
 def add(commands: Subcommands) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from contract.layout import next_run_id
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument, analyze_path
 from loadgen.pace import resolve_pace
 from runtime.argtypes import directory_path, path_component
+from runtime.runs import next_run_id
 
 
 def add(commands: Subcommands) -> None:

@@ -164,7 +164,7 @@ def add(commands: Subcommands) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from contract.layout import next_run_id
+    from runtime.runs import next_run_id
     from suts.lab import LOCAL_SUTS
 
     plan, objective = _plan(args)

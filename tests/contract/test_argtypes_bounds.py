@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from contract.errors import EvbenchError
-from contract.layout import new_sut_dir, unusable_directory
 from contract.records import event_id
 from loadgen.payload import PayloadBuilder
 from receivers.limits import Limits
@@ -29,6 +28,7 @@ from runtime.argtypes import (
     spark_remote,
     workers_on_this_host,
 )
+from runtime.runs import new_sut_dir, unusable_directory
 
 
 def test_the_largest_payload_is_the_receivers_body_limit() -> None:

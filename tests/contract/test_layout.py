@@ -3,9 +3,10 @@
 import pytest
 
 from contract.errors import EvbenchError
-from contract.layout import MAX_COMPONENT_CHARS, new_sut_dir, safe_component
+from contract.layout import MAX_COMPONENT_CHARS, safe_component
 from contract.records import SENT_FIELDS
 from runtime.parquet import PartWriter
+from runtime.runs import new_sut_dir
 
 RULE = f"1 to {MAX_COMPONENT_CHARS} characters"
 

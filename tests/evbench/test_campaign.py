@@ -3,7 +3,8 @@
 import pytest
 
 from contract.errors import EvbenchError
-from evbench.campaign import campaign_exit_code, each, exit_code, refuse_taken
+from evbench.campaign import campaign_exit_code, each, exit_code
+from runtime.runs import refuse_taken
 
 
 class _Policy:

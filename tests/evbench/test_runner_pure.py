@@ -1,7 +1,6 @@
 import pytest
 
 from contract.errors import EvbenchError
-from contract.layout import new_sut_dir, next_run_id
 from contract.receiverlines import ReceiverStats
 from evbench.health import (
     grace_verdict,
@@ -14,6 +13,7 @@ from evbench.options import RunOptions
 from evbench.progress import progress_line, step_line
 from evbench.runner import run_matrix
 from loadgen.pace import parse_pace
+from runtime.runs import new_sut_dir, next_run_id
 
 
 @pytest.mark.parametrize(
