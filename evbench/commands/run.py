@@ -41,7 +41,7 @@ def add(commands: Subcommands) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from evbench.options import RunOptions
-    from evbench.runner import run, run_matrix
+    from evbench.runner import run_matrix
     from suts.lab import LOCAL_SUTS
 
     opts = RunOptions(
@@ -59,10 +59,9 @@ def main(args: argparse.Namespace) -> int:
         )
     live = sys.stderr.isatty()
     single = args.sut is not None and len(args.sut) == 1
-    if single:
-        outcomes = [run(opts, echo, live)]
-    else:
-        outcomes = run_matrix(opts, echo, live, args.sut or LOCAL_SUTS)
+    # One system or several, one campaign: a system that fails after it recorded is said and
+    # exits 1, as in a search; an error before anything was recorded is the command's (2).
+    outcomes = run_matrix(opts, echo, live, tuple(args.sut or LOCAL_SUTS))
     codes = [o.exit_code for o in outcomes]
     # A run whose instrument failed is analysed too, up to where its records end: its summary
     # and reports then say "instrument failed", not where the SUT broke.
