@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis.downsample import thinned
-from contract.documents import SearchProbeDoc, StepSummaryDoc
+from contract.documents import StepSummaryDoc
+from contract.searchdocs import SearchProbeDoc
 from contract.units import NS_PER_S
 
 VERDICT_COLOURS = {
@@ -23,6 +24,8 @@ VERDICT_COLOURS = {
     "sender-limited": "rgba(127, 127, 127, 0.15)",
     "insufficient-data": "rgba(127, 127, 127, 0.06)",
     "instrument-failed": "rgba(224, 168, 0, 0.15)",
+    "system-died": "rgba(140, 86, 75, 0.15)",
+    "faulted": "rgba(148, 103, 189, 0.15)",  # a fault injected in the step (--fault)
 }
 THROUGHPUT_SERIES = (
     ("sent", "send throughput", "#1f77b4"),

@@ -18,6 +18,7 @@ import numpy as np
 from analysis.deaths import after_deaths, death_summaries, deaths_text, spoiled_steps
 from analysis.digests import empty_tail, merged, tail_figures, verified_top
 from analysis.drift import drift_of
+from analysis.faultsteps import after_faults, fault_summaries, faults_text
 from analysis.inputs import AnalyzeOptions, SutInputs
 from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
 from analysis.verdicts import (
@@ -89,6 +90,8 @@ def summary(
     steps, verdicts = _judged_steps(run, found, opts.thresholds, failures)
     deaths = _deaths(run, found.totals, inputs.start_ns)
     verdicts = after_deaths(verdicts, deaths.spoiled, deaths.lost, inputs.start_ns)
+    faults, by_step = run.get("faults") or [], {t["step"]: t for t in found.totals}
+    verdicts = after_faults(verdicts, faults, by_step)
     for step, judged in zip(steps, verdicts, strict=True):
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
     point, sustainable, verdict = _run_verdict(run, verdicts, failures)
@@ -98,6 +101,8 @@ def summary(
     if deaths.found and not failures and "search" not in run:
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
         verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
+    if (injected := faults_text(faults, by_step)) and not failures:
+        verdict = f"{injected}; the steps not judged faulted: {verdict}"
     doc: SummaryDoc = {
         "run_id": run["run_id"],
         "sut": run["sut"],
@@ -127,6 +132,8 @@ def summary(
         doc["search"] = search
     if deaths.found:
         doc["sut_deaths"] = deaths.found
+    if faults:
+        doc["faults"] = fault_summaries(faults, by_step, inputs.start_ns)
     return doc
 
 
