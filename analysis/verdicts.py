@@ -42,8 +42,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from contract.documents import DriftDoc, SearchResultDoc
+from contract.documents import DriftDoc
 from contract.errors import EvbenchError
+from contract.searchdocs import SearchResultDoc
 
 HOLDS = "holds"
 BREAKS = "breaks"

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type_hints, is_typeddict
 
 from contract.errors import EvbenchError
+from contract.faults import FaultDoc
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.lines import SenderClock, renamed_keys
 from contract.receiverlines import ReceiverStats
+from contract.searchdocs import SearchDoc, SearchSenderSummary
 from contract.senderlines import SenderDone
 
 RunStatus = Literal["running", "completed", "interrupted", "failed"]
@@ -48,16 +50,6 @@ class NotReported(TypedDict):
     """{}: what was not reported (a sender that never finished, a receiver never asked)."""
 
 
-class SearchSenderSummary(TypedDict):
-    """`evbench search`'s sender summary: its probes' done lines and their sums."""
-
-    start_ns: int | None
-    sent: int
-    ok: int
-    failures: int
-    probes: list[SenderDone]
-
-
 class SenderDoc(TypedDict):
     engine: str
     max_inflight: int
@@ -82,46 +74,6 @@ class ClockDoc(TypedDict):
     source: str
     senders: NotRequired[dict[str, SenderClock]]  # by worker index
     receiver_shift_ns: NotRequired[int]  # the receiver's --clock-shift (a simulated skew)
-
-
-class SearchProbeDoc(TypedDict):
-    """One probe of `evbench search`: a step of the run, with the verdict the search acted on."""
-
-    step: int
-    rate_per_s: int
-    hold_s: int
-    confirm: bool  # the long hold that confirms an answer
-    start_ns: int
-    verdict: str  # holds | breaks | sender-limited (analysis.verdicts)
-    reasons: list[str]
-    e2e_p99_ms: float | None  # exact, from the probe's records
-    sender_ratio: float
-    restarted: NotRequired[str | None]  # why the system started afresh before it (None: warm)
-
-
-class SearchResultDoc(TypedDict):
-    """What the search found (evbench.searchplan.Result)."""
-
-    max_sustainable_per_s: int | None  # None: nothing confirmed, or the instrument was the limit
-    highest_hold_per_s: int | None
-    lowest_break_per_s: int | None
-    why: str
-    symptom: list[str]  # the lowest break's reasons
-    workers_needed: int | None  # when the sender was the limit
-    probes: int
-
-
-class SearchDoc(TypedDict):
-    """run.json's `search` (and summary.json's, as found): how `evbench search` probed."""
-
-    plan: dict[str, Any]  # evbench.searchplan.SearchPlan
-    fresh: bool  # the system restarted before every probe
-    settle_s: float | None  # quiet time between warm probes
-    workers: NotRequired[int]
-    objective: dict[str, Any]  # evbench.probejudge.Objective
-    probes: list[SearchProbeDoc]
-    result: SearchResultDoc | None  # None: interrupted or failed
-    minutes: float
 
 
 class KafkaDescription(TypedDict):
@@ -194,6 +146,7 @@ class RunDoc(TypedDict):
     # `evbench run`
     sut_settings: NotRequired[SutDescription]
     sut_deaths: NotRequired[list[SutDeathDoc]]  # across restarts (a search's), in time order
+    faults: NotRequired[list[FaultDoc]]  # --fault, --fault-exec: what was done, and when
     decoy_every: NotRequired[int]
     interrupted: NotRequired[bool]
     reason: NotRequired[str]  # why it ended as it did, when nothing else in it says
@@ -341,6 +294,23 @@ class DeathSummaryDoc(TypedDict):
     lost_after: int
 
 
+class FaultSummaryDoc(TypedDict):
+    """A fault as the summary tells it (analysis.faultsteps): when it was done and its target
+    back (seconds from the schedule start), and what its step lost."""
+
+    spec: str
+    step: int
+    action: str
+    target: str
+    at_s: float | None  # None: not done (the run ended first), or the start unknown
+    back_s: float | None
+    error: str | None
+    step_send_failures: int | None  # the whole step's: None without records of it
+    step_lost: int | None
+    step_duplicates: int | None
+    text: str  # as the verdict says it
+
+
 class SummaryDoc(TypedDict):
     """analysis/summary.json of one SUT."""
 
@@ -362,6 +332,7 @@ class SummaryDoc(TypedDict):
     thresholds: dict[str, Any]
     clock: NotRequired[ClockSummaryDoc]  # absent in summaries written before clock offsets
     sut_deaths: NotRequired[list[DeathSummaryDoc]]  # the system's processes that died, if any
+    faults: NotRequired[list[FaultSummaryDoc]]  # --fault, --fault-exec: each with its step's cost
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
 
 

@@ -14,20 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from analysis.verdicts import Thresholds
-from contract.documents import (
-    NotReported,
-    RecordsOnDiskDoc,
-    RunStatus,
-    SearchSenderSummary,
-    SutDeathDoc,
-    SutDescription,
-)
+from contract.documents import NotReported, RecordsOnDiskDoc, RunStatus, SutDeathDoc, SutDescription
 from contract.layout import SutDir
 from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
+from contract.searchdocs import SearchSenderSummary
 from contract.senderlines import SenderDone
 from evbench.campaign import exit_code
 from evbench.consumers import BareClientOptions, ConsumerSpec
+from evbench.faultspec import Fault
 from evbench.probejudge import Objective
 from evbench.profiles import PprofTarget, ProfileRequest
 from evbench.scrape import ScrapeTarget
@@ -85,6 +80,7 @@ class RunOptions(SessionOptions):
     """`evbench run`: a pace through one system."""
 
     pace: Pace
+    faults: tuple[Fault, ...] = ()  # --fault, --fault-exec: checked against the system
 
 
 @dataclass

@@ -27,12 +27,12 @@ from contract.documents import (
     RecordsOnDiskDoc,
     RunDoc,
     RunStatus,
-    SearchSenderSummary,
     SenderDoc,
 )
 from contract.layout import SutDir
 from contract.lines import SenderClock
 from contract.records import RUN_JSON_VERSION
+from contract.searchdocs import SearchSenderSummary
 from contract.senderlines import SenderDone
 from contract.units import NS_PER_MS
 from evbench.options import RunOutcome, SessionOptions

@@ -16,6 +16,7 @@ from contract.documents import RunStatus
 from contract.layout import sut_dir_for
 from contract.senderlines import SenderStart
 from evbench.campaign import each
+from evbench.faults import FaultInjector
 from evbench.follow import run_sender
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
@@ -43,16 +44,28 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
         f"evbench run {session.run_id}: sut {opts.sut}, pace {pace.name} ({pace.spec}), "
         f"{pace.events} events over {pace.duration_s} s -> {session.sut_dir.root}"
     )
+    # Faults wait for the schedule's start; the teardown cancels those not yet due first.
+    faults = FaultInjector(opts.faults, echo, on_back=session.sampler.watch)
+
+    def record(status: RunStatus | None) -> None:
+        doc = session.document(pace, status, has_warmup)
+        if opts.faults:
+            doc["faults"] = faults.docs
+        session.write(doc)
+
     with Interrupts(echo) as interrupts, session:
-        session.on_record(lambda status: session.write(session.document(pace, status, has_warmup)))
+        session.on_record(record)
+        session.on_teardown(faults.stop)
         # Ctrl-C during the teardown is not the sender's to take any more.
         session.on_teardown(interrupts.cleaning)
-        _drive(session, opts, interrupts, live)
+        _drive(session, opts, interrupts, live, faults)
     _echo_summary(session.outcome, echo)
     return session.outcome
 
 
-def _drive(session: Session, opts: RunOptions, interrupts: Interrupts, live: bool) -> None:
+def _drive(
+    session: Session, opts: RunOptions, interrupts: Interrupts, live: bool, faults: FaultInjector
+) -> None:
     """Start the receiver, the system and the sender; follow the run; wait for stragglers."""
     echo = session.echo
     session.start_receiver()
@@ -61,7 +74,7 @@ def _drive(session: Session, opts: RunOptions, interrupts: Interrupts, live: boo
     interrupts.checkpoint()
     end = run_sender(
         session, interrupts, session.sender_settings(opts.pace.spec), "sender",
-        len(opts.pace.steps), live, lambda line: _started(session, line),
+        len(opts.pace.steps), live, lambda line: _started(session, line, faults),
     )  # fmt: skip
     summary = end.done
     session.sender_ended(summary)
@@ -85,10 +98,11 @@ def _drive(session: Session, opts: RunOptions, interrupts: Interrupts, live: boo
     session.finish("interrupted" if stopped_early else "completed")
 
 
-def _started(session: Session, line: SenderStart) -> None:
+def _started(session: Session, line: SenderStart, faults: FaultInjector) -> None:
     """The sender's start line, recorded before its first slot, so that a run whose sender (or
-    this process) dies is still analysed up to where its records end."""
+    this process) dies is still analysed up to where its records end; the faults armed."""
     session.scheduled(line["start_ns"], sender_clocks(line))
+    faults.arm(line["start_ns"], line["steps"], session.sut)
     session.insight.on_sender_start(line)
     session.record("running")
 

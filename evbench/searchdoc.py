@@ -7,14 +7,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from contract.documents import (
-    RunStatus,
-    SearchDoc,
-    SearchProbeDoc,
-    SearchResultDoc,
-    SearchSenderSummary,
-)
+from contract.documents import RunStatus
 from contract.lines import SenderClock
+from contract.searchdocs import SearchDoc, SearchProbeDoc, SearchResultDoc, SearchSenderSummary
 from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
 from evbench.options import SearchOptions

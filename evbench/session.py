@@ -34,17 +34,12 @@ from typing import Any
 import httpx
 
 from analysis.verdicts import delivery_attempts, wiring_diagnosis
-from contract.documents import (
-    NotReported,
-    RunDoc,
-    RunStatus,
-    SearchSenderSummary,
-    SutDeathDoc,
-)
+from contract.documents import NotReported, RunDoc, RunStatus, SutDeathDoc
 from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
+from contract.searchdocs import SearchSenderSummary
 from contract.senderlines import SenderDone
 from evbench.deathwatch import DeathWatch
 from evbench.health import receiver_failure, receiver_limits, stats_or_none, wait_for_stragglers

@@ -17,9 +17,11 @@ downstream already listens when it starts.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,6 +44,13 @@ __all__ = ["DEFAULT_TRIGGER", "LabSettings", "Started", "Sut"]
 class Started:
     child: Child
     url: str
+    settings: ComponentSettings | None = None  # where it listens: how to start it again
+
+
+# What a fault may do to each kind of process: a component is started again where it listened;
+# the lab's broker keeps its records in memory, so only a pause leaves it the same broker.
+COMPONENT_ACTIONS: tuple[str, ...] = ("kill", "pause", "restart")
+BROKER_ACTIONS: tuple[str, ...] = ("pause",)
 
 
 class Sut:
@@ -57,6 +66,10 @@ class Sut:
     instruments_only: ClassVar[bool] = False
     # It starts Python processes of the lab's own (what `--profile` samples with py-spy).
     lab_processes: ClassVar[bool] = True
+    # The roles `_start` starts (known before it runs: a --fault is checked against them), and
+    # the other names a fault may give one (a channel-imc's queue and dispatcher are one process).
+    roles: ClassVar[tuple[str, ...]] = ()
+    aliases: ClassVar[dict[str, str]] = {}
 
     def __init__(self, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
         self.settings = settings
@@ -71,6 +84,7 @@ class Sut:
         self.readiness: dict[str, object] = {}
         self.final_stats: dict[str, dict[str, int]] = {}
         self._stopped = False
+        self.faulted: set[str] = set()  # roles down on purpose (a --fault): not deaths
 
     # what a driver decides
     def _start(self, subscriber: str) -> str:
@@ -112,14 +126,18 @@ class Sut:
             role, [sys.executable, "-m", "suts", *settings.argv()], self.logs / f"{role}.log"
         )
         self.components[role] = Started(child, "")
+        port = self._listening(role, child)
+        url = f"http://{self.host}:{port}/"
+        self.components[role] = Started(child, url, replace(settings, port=port))
+        return url
+
+    def _listening(self, role: str, child: Child) -> int:
         try:
             listening = parse_component_line(child.wait_for("listening", 30))
         except (TimeoutError, RuntimeError) as exc:
             raise EvbenchError(f"{self.name} {role} did not start: {exc}\n{child.tail()}") from None
         assert listening is not None and listening["event"] == "listening"
-        url = f"http://{self.host}:{listening['port']}/"
-        self.components[role].url = url
-        return url
+        return int(listening["port"])
 
     def wait_ready(self) -> dict[str, object]:
         """Block until every component answers /ready (a consumer has its partitions)."""
@@ -127,26 +145,29 @@ class Sut:
         deadline = started + self.settings.ready_timeout_s
         with httpx.Client(timeout=2.0) as client:
             for role, part in self.components.items():
-                while True:
-                    if not part.child.alive():
-                        raise EvbenchError(
-                            f"{self.name} {role} exited before it was ready:\n{part.child.tail()}"
-                        )
-                    try:
-                        answer = client.get(part.url + "ready")
-                        if answer.status_code == 200:
-                            self.readiness[role] = answer.json()
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    if time.monotonic() > deadline:
-                        raise EvbenchError(
-                            f"{self.name} {role} not ready after "
-                            f"{self.settings.ready_timeout_s:g} s; see {part.child.log_path}"
-                        )
-                    time.sleep(0.1)
+                self.readiness[role] = self._ready(client, role, part, deadline)
         self.readiness["waited_s"] = round(time.monotonic() - started, 3)
         return self.readiness
+
+    def _ready(self, client: httpx.Client, role: str, part: Started, deadline: float) -> object:
+        """What one component's /ready says once it answers 200."""
+        while True:
+            if not part.child.alive():
+                raise EvbenchError(
+                    f"{self.name} {role} exited before it was ready:\n{part.child.tail()}"
+                )
+            try:
+                answer = client.get(part.url + "ready")
+                if answer.status_code == 200:
+                    return answer.json()
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise EvbenchError(
+                    f"{self.name} {role} not ready after "
+                    f"{self.settings.ready_timeout_s:g} s; see {part.child.log_path}"
+                )
+            time.sleep(0.1)
 
     def processes(self) -> dict[str, int]:
         pids = {role: part.child.pid for role, part in self.components.items()}
@@ -166,7 +187,7 @@ class Sut:
         gone = [role for role, part in self.components.items() if not part.child.alive()]
         if self.broker is not None and self.broker.exit_code() is not None:
             gone.append(BROKER_ROLE)
-        return gone
+        return [role for role in gone if role not in self.faulted]
 
     def exit_code(self, role: str) -> int | None:
         """How a process of the system ended (None: still running, or not one of its own)."""
@@ -188,6 +209,63 @@ class Sut:
         if self.broker is not None:
             self.broker.stop()
         return self.final_stats
+
+    # faults (--fault): what a crash or an operator does to one of the system's processes
+    @classmethod
+    def fault_targets(cls, settings: LabSettings) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """The names a fault may give (roles and their aliases) -> (the role, its actions); the
+        lab's broker only where the system starts its own."""
+        targets = {role: (role, COMPONENT_ACTIONS) for role in cls.roles}
+        for alias, role in cls.aliases.items():
+            targets[alias] = (role, COMPONENT_ACTIONS)
+        if cls.kafka and not settings.kafka_bootstrap:
+            targets[BROKER_ROLE] = targets["broker"] = (BROKER_ROLE, BROKER_ACTIONS)
+        return targets
+
+    def _pid(self, role: str) -> int:
+        pid = self.processes().get(role)
+        if pid is None:
+            raise EvbenchError(f"{self.name} has no {role} running")
+        return pid
+
+    def pause(self, role: str) -> int:
+        """SIGSTOP; the pid stopped."""
+        pid = self._pid(role)
+        self.faulted.add(role)
+        os.kill(pid, signal.SIGSTOP)
+        return pid
+
+    def resume(self, role: str) -> None:
+        os.kill(self._pid(role), signal.SIGCONT)
+        self.faulted.discard(role)
+
+    def kill(self, role: str, graceful: bool = False) -> int:
+        """SIGKILL (graceful: SIGTERM, as a restart stops it), waited for; the pid that died."""
+        part = self.components[role]
+        self.faulted.add(role)
+        if graceful:
+            part.child.stop()
+        else:
+            part.child.signal(signal.SIGKILL)
+            part.child.wait(10)
+        return part.child.pid
+
+    def bring_back(self, role: str) -> int:
+        """The component started again where it listened (its upstream knows only that
+        address), once ready; its new pid. From here on its death is a death again."""
+        old = self.components[role]
+        assert old.settings is not None  # every component is started by _component
+        argv = [sys.executable, "-m", "suts", *old.settings.argv()]
+        child = Child(role, argv, old.child.log_path)
+        self.components[role] = Started(child, old.url, old.settings)
+        try:
+            self._listening(role, child)
+            deadline = time.monotonic() + self.settings.ready_timeout_s
+            with httpx.Client(timeout=2.0) as client:
+                self._ready(client, role, self.components[role], deadline)
+        finally:
+            self.faulted.discard(role)
+        return child.pid
 
     def lag_target(self) -> tuple[str, str, str] | None:
         if self.kafka and self.bootstrap and self.topic and self.group:

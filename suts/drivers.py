@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import ClassVar
 
 from contract.errors import EvbenchError
 from suts.driver import LabSettings, Sut
@@ -30,6 +31,10 @@ class ChannelImc(Sut):
     name = "channel-imc"
     summary = "HTTP ingress -> in-memory queue -> dispatcher -> receiver"
     topology = "sender -> imc-channel (queue, dispatcher) -> receiver"
+    roles: ClassVar[tuple[str, ...]] = ("channel",)
+    aliases: ClassVar[dict[str, str]] = {
+        "dispatcher": "channel"
+    }  # the queue and its dispatcher are one process
 
     def _start(self, subscriber: str) -> str:
         return self._channel("channel", subscriber)
@@ -42,6 +47,7 @@ class BrokerImc(ChannelImc):
     name = "broker-imc"
     summary = "broker ingress -> in-memory channel -> trigger filter -> receiver"
     topology = "sender -> broker-ingress -> imc-channel -> trigger-filter -> receiver"
+    roles: ClassVar[tuple[str, ...]] = ("filter", "channel", "ingress")
 
     def _start(self, subscriber: str) -> str:
         trigger = self._component("filter", "trigger-filter", subscribers=(subscriber,))
@@ -53,6 +59,7 @@ class _KafkaSut(Sut):
     """A topic of its own, a consumer-group dispatcher to the receiver, and a way in."""
 
     kafka = True
+    roles: ClassVar[tuple[str, ...]] = ("dispatcher", "ingress")
     dispatch_mode = "channel"  # or "source": the dispatcher adapts records to CloudEvents
     filters = False  # the dispatcher applies the trigger (a Kafka broker)
 
@@ -98,6 +105,10 @@ class SourceKafka(_KafkaSut):
     summary = "sender produces Kafka records -> source adapter -> receiver"
     topology = "sender (Kafka producer) -> topic -> kafka-dispatcher (source adapter) -> receiver"
     dispatch_mode = "source"
+    roles: ClassVar[tuple[str, ...]] = ("dispatcher",)
+    aliases: ClassVar[dict[str, str]] = {
+        "adapter": "dispatcher"
+    }  # the dispatcher adapts records to CloudEvents
 
     def _ingress(self) -> str:
         return f"kafka://{self.bootstrap}/{self.topic}"  # the sender produces to the topic

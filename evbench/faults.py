@@ -1,0 +1,144 @@
+"""Faults injected inside a paced step (`--fault`, `--fault-exec`), each at its instant.
+
+Armed when the sender says when its schedule starts (its start line lists every step's offset),
+each fault waits on a thread of its own until its step's start plus its offset, then does what it
+says to a process of the lab's system (suts.driver.Sut: kill and bring back, pause and resume,
+restart) or runs the user's own command, and notes in its FaultDoc (run.json's `faults`) when it
+was done and when its target was back. A process faulted on purpose is not a death of the system
+(Sut.faulted). Stopping (the session's teardown, before the system stops) cancels the faults not
+yet due and resumes a paused process; a killed one is not brought back any more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from contract.faults import FaultDoc
+from contract.senderlines import PlannedStepDoc
+from contract.units import NS_PER_S
+from evbench.faultspec import EXEC_TIMEOUT_S, Fault, per_step
+from suts.driver import Sut
+
+_OUTPUT_CHARS = 2000  # the end of what a command printed, kept in run.json
+
+
+class FaultInjector:
+    def __init__(
+        self,
+        faults: Sequence[Fault],
+        echo: Callable[[str], None],
+        on_back: Callable[[str, int], None] = lambda role, pid: None,
+        exec_timeout_s: float = EXEC_TIMEOUT_S,
+    ) -> None:
+        self.faults, self.echo, self.on_back = tuple(faults), echo, on_back
+        self.exec_timeout_s = exec_timeout_s
+        self.docs: list[FaultDoc] = []
+        self.sut: Sut | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._commands: set[int] = set()  # the user's commands running: their process groups
+        # Components are started again on this one thread, which lives as long as the process:
+        # a child is stopped by the kernel when the *thread* that started it ends
+        # (runtime.procs.die_with_parent), and each fault's thread ends once it is done.
+        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fault-spawner")
+
+    def arm(self, start_ns: int, steps: Sequence[PlannedStepDoc], sut: Sut | None) -> None:
+        """Each fault's instant from the schedule's start and its step's offset; the threads
+        that wait for them started."""
+        if not self.faults or self._threads:
+            return
+        self.sut = sut
+        paced = {s["number"]: s for s in steps if not s["warmup"]}
+        for fault in per_step(self.faults, len(paced)):
+            assert fault.step is not None  # per_step gives each its step
+            due_ns = start_ns + paced[fault.step]["start_offset_ns"]
+            due_ns += round(fault.offset_s * NS_PER_S)
+            doc: FaultDoc = {
+                "spec": fault.spec, "step": fault.step, "offset_s": fault.offset_s,
+                "action": fault.action, "target": fault.target, "duration_s": fault.duration_s,
+                "due_ns": due_ns, "at_ns": None, "back_ns": None, "pids": [], "error": None,
+            }  # fmt: skip
+            self.docs.append(doc)
+            thread = threading.Thread(
+                target=self._run, args=(fault, doc), name=f"fault-{len(self.docs)}", daemon=True
+            )
+            self._threads.append(thread)
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> list[FaultDoc]:
+        """The faults not yet due cancelled, a paused process resumed; every fault's doc."""
+        self._stop.set()
+        for pid in list(self._commands):  # the run is over: a command still running is killed
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        for thread in self._threads:
+            thread.join(timeout=self.exec_timeout_s + 5)
+        return self.docs
+
+    def _run(self, fault: Fault, doc: FaultDoc) -> None:
+        if self._stop.wait(max(0.0, (doc["due_ns"] - time.time_ns()) / NS_PER_S)):
+            return  # the run ended before it was due
+        try:
+            if fault.action == "exec":
+                self._exec(fault, doc)
+            else:
+                self._lab(fault, doc)
+        except Exception as exc:  # a fault that could not be done is said, never the run's end
+            doc["error"] = f"{type(exc).__name__}: {exc}"
+            self.echo(f"fault {fault.spec}: {doc['error']}")
+
+    def _lab(self, fault: Fault, doc: FaultDoc) -> None:
+        sut = self.sut
+        assert sut is not None  # checked before anything started: the system has the target
+        role = sut.fault_targets(sut.settings)[fault.target][0]
+        doc["at_ns"] = at_ns = time.time_ns()
+        if fault.action == "pause":
+            doc["pids"] = [sut.pause(role)]
+            self.echo(f"fault: {role} paused for {fault.duration_s:g} s")
+            self._stop.wait(fault.duration_s or 0.0)  # resumed early if the run ends
+            sut.resume(role)
+        else:
+            doc["pids"] = [sut.kill(role, graceful=fault.action == "restart")]
+            self.echo(f"fault: {role} {'stopped' if fault.action == 'restart' else 'killed'}")
+            if self._stop.wait(fault.duration_s or 0.0):
+                return  # the run ended: not brought back
+            pid = self._spawner.submit(sut.bring_back, role).result()
+            doc["pids"].append(pid)
+            self.on_back(role, pid)
+        doc["back_ns"] = back_ns = time.time_ns()
+        self.echo(f"fault: {role} back after {(back_ns - at_ns) / NS_PER_S:.2f} s")
+
+    def _exec(self, fault: Fault, doc: FaultDoc) -> None:
+        """The user's command in a session of its own (so that all it started can be killed
+        by its group), its output kept; one that outlives the bound is killed."""
+        doc["at_ns"] = at_ns = time.time_ns()
+        command = subprocess.Popen(
+            fault.target, shell=True, start_new_session=True, text=True, errors="replace",
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        doc["pids"] = [command.pid]
+        self._commands.add(command.pid)
+        try:
+            output, _ = command.communicate(timeout=self.exec_timeout_s)
+            doc["exit_code"] = command.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(command.pid, signal.SIGKILL)
+            output, _ = command.communicate()
+            doc["exit_code"] = None
+            doc["error"] = f"still running after {self.exec_timeout_s:g} s: killed"
+        finally:
+            self._commands.discard(command.pid)
+        doc["back_ns"] = back_ns = time.time_ns()
+        doc["output"] = output[-_OUTPUT_CHARS:]
+        if doc["exit_code"] != 0 and doc["error"] is None:
+            doc["error"] = f"exited {doc['exit_code']}"
+        took_s = (back_ns - at_ns) / NS_PER_S
+        self.echo(f"fault: `{fault.target}` {doc['error'] or 'done'} in {took_s:.2f} s")

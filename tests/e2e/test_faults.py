@@ -1,0 +1,165 @@
+"""Faults inside a paced step on real processes: the lab's own components killed and paused by
+`evbench run --fault`, and the user's commands run by the injector at their instant."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+from contract.documents import RunDoc, SummaryDoc, problems
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.senderlines import PlannedStepDoc
+from evbench.faults import FaultInjector
+from evbench.faultspec import parse_fault_exec
+from runtime.parquet import read_parts
+from runtime.procs import die_with_parent
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.e2e
+
+NS_PER_S = 1_000_000_000
+STEPS: list[PlannedStepDoc] = [
+    {"number": 1, "rate_per_s": 10, "duration_s": 5, "warmup": False, "start_offset_ns": 0,
+     "first_seq": 0},
+]  # fmt: skip
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_users_commands_run_at_their_instant_and_one_that_hangs_is_killed(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    faults = [
+        parse_fault_exec("1@0.2s:echo said; echo warned >&2; exit 3"),
+        # a command that starts a child of its own and hangs: the group is killed at the bound
+        parse_fault_exec(f"1@0.2s:sleep 60 & echo $! > {pid_file}; sleep 60"),
+        parse_fault_exec("1@60s:touch never"),  # due after the run: never run
+    ]
+    lines: list[str] = []
+    injector = FaultInjector(faults, lines.append, exec_timeout_s=1.0)
+    start_ns = time.time_ns()
+    injector.arm(start_ns, STEPS, None)
+    docs = injector.docs
+    wait_until(lambda: docs[0]["back_ns"] and docs[1]["back_ns"], 15, "both commands to end")
+    injector.stop()
+    said, hung, never = docs
+    assert said["exit_code"] == 3 and said["error"] == "exited 3"
+    assert "said" in said["output"] and "warned" in said["output"]
+    assert said["at_ns"] >= start_ns + 200_000_000 == said["due_ns"]
+    assert hung["exit_code"] is None and "still running after 1 s: killed" in hung["error"]
+    assert hung["back_ns"] - hung["at_ns"] >= 1 * NS_PER_S
+    grandchild = int(pid_file.read_text())
+    wait_until(lambda: not _alive(grandchild), 5, "the command's own child to be gone")
+    assert never["at_ns"] is None and never["back_ns"] is None and not (tmp_path / "never").exists()
+    assert any("exited 3" in line for line in lines)
+
+
+def test_a_dispatcher_killed_and_paused_mid_step_is_brought_back(tmp_path):
+    # channel-imc: ingress, queue and dispatcher are one process (the channel), so while it is
+    # down the sender's requests fail; it comes back where it listened and delivers again.
+    done = subprocess.run(
+        [sys.executable, "-m", "evbench", "run", "--sut", "channel-imc", "--pace", "200:5,200:5",
+         "--fault", "1@2s:pause:channel:500ms", "--fault", "2@2s:kill:dispatcher:1s",
+         "--runs-dir", str(tmp_path), "--run-id", "f"],
+        capture_output=True, text=True, timeout=180, preexec_fn=die_with_parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sut_dir = tmp_path / "f-200x5-200x5" / "channel-imc"
+    run = json.loads((sut_dir / "run.json").read_text())
+    assert problems(run, RunDoc) == []
+    assert run["status"] == "completed" and not run.get("sut_deaths"), run.get("sut_deaths")
+    paused, killed = run["faults"]
+    start_ns = run["schedule"]["start_ns"]
+    for fault in (paused, killed):
+        assert fault["error"] is None, fault
+        assert 0 <= fault["at_ns"] - fault["due_ns"] < 0.5 * NS_PER_S, fault
+    assert paused["due_ns"] == start_ns + 2 * NS_PER_S and len(paused["pids"]) == 1
+    assert paused["back_ns"] - paused["at_ns"] >= 0.5 * NS_PER_S
+    assert killed["due_ns"] >= paused["due_ns"] + 5 * NS_PER_S  # 2 s into the second step
+    old, new = killed["pids"]
+    assert old == paused["pids"][0] and new != old  # a new process, where the old one listened
+    assert killed["back_ns"] - killed["at_ns"] >= 1 * NS_PER_S
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS)
+    down = pc.and_(
+        pc.greater_equal(sent["intended_ns"], killed["at_ns"]),
+        pc.less(sent["intended_ns"], killed["back_ns"]),
+    )
+    failed_while_down = pc.sum(pc.and_(down, pc.not_equal(sent["status"], 202))).as_py()
+    assert failed_while_down > 0  # the ingress was down with it
+    received = read_parts(sut_dir / "received", RECEIVED_FIELDS)
+    after = pc.sum(pc.greater(received["received_ns"], killed["back_ns"])).as_py()
+    assert after > 0  # the new process delivers
+    assert "fault: channel killed" in done.stderr and "fault: channel paused" in done.stderr
+    # The analysis judges the step by its fault, not as the system's capacity.
+    summary = json.loads((sut_dir / "analysis" / "summary.json").read_text())
+    assert problems(summary, SummaryDoc) == []
+    steps = {s["step"]: s for s in summary["steps"]}
+    assert steps[2]["verdict"] == "faulted", steps[2]
+    assert steps[2]["reasons"][0].startswith("kill dispatcher 2 s into step 2, back after")
+    assert summary["breaking_point_per_s"] is None
+    assert summary["faults"][1]["step_send_failures"] >= failed_while_down
+    assert summary["verdict"].startswith("pause channel 2 s into step 1"), summary["verdict"]
+
+
+_HOP = """
+import sys, time
+from tests.e2e.hops import HttpHop
+hop = HttpHop(sys.argv[1])
+print(hop.url, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_users_system_is_faulted_with_the_users_own_command(tmp_path):
+    # The user's system is a hop of the test's own, in a process of its own (nothing of the
+    # lab's drivers); `--fault-exec` kills it with the user's command 2 s into the step.
+    port = _free_port()
+    hop = subprocess.Popen(
+        [sys.executable, "-c", _HOP, f"http://127.0.0.1:{port}/"], stdout=subprocess.PIPE,
+        text=True, cwd=Path(__file__).resolve().parents[2], preexec_fn=die_with_parent,
+    )  # fmt: skip
+    try:
+        url = hop.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        done = subprocess.run(
+            [sys.executable, "-m", "evbench", "run", "--sut", "external", "--ingress", url,
+             "--receiver-port", str(port), "--pace", "200:4", "--payload-bytes", "512",
+             "--fault-exec", f"1@2s:kill -9 {hop.pid}", "--grace", "1", "--no-analyze",
+             "--runs-dir", str(tmp_path), "--run-id", "x"],
+            capture_output=True, text=True, timeout=180, preexec_fn=die_with_parent,
+        )  # fmt: skip
+    finally:
+        hop.kill()
+        hop.wait(10)
+    assert done.returncode == 0, done.stderr
+    run = json.loads((tmp_path / "x-200x4" / "external" / "run.json").read_text())
+    assert problems(run, RunDoc) == []
+    (fault,) = run["faults"]
+    assert fault["action"] == "exec" and fault["exit_code"] == 0 and fault["error"] is None
+    assert fault["due_ns"] == run["schedule"]["start_ns"] + 2 * NS_PER_S
+    assert hop.returncode == -9  # the user's command did it
+    sent = read_parts(tmp_path / "x-200x4" / "external" / "sent", SENT_FIELDS)
+    before = pc.less(sent["intended_ns"], fault["at_ns"])
+    ok = pc.equal(sent["status"], 202)
+    assert pc.sum(pc.and_(before, ok)).as_py() > 300  # it took events until the kill
+    after = pc.greater(sent["intended_ns"], fault["back_ns"])
+    assert pc.sum(pc.and_(after, ok)).as_py() == 0  # and none after
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
