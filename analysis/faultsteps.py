@@ -6,14 +6,22 @@ alone, that is a system that "breaks at 200/s", a fault read as a capacity limit
 process that died by itself (analysis.deaths), a step with a fault that did not hold is judged
 *faulted*, with what the fault cost in it (send failures, lost, duplicates), never *breaks*: the
 breaking point and the sustainable rate come from the steps without one. A step that held through
-its fault, held. The fault's window and recovery time are not measured yet: the figures are the
-whole step's.
+its fault, held.
+
+Each fault's ledger is read from the run's per-second series (metrics.parquet: events due,
+failed and lost by the second they were due, deliveries by the second they arrived) and the
+per-second e2e P99: the system has *recovered* at the first second from which
+`RECOVERY_SECONDS` seconds in a row deliver at least `RECOVERED_RATE_SHARE` of their pace and
+keep their e2e P99 within the band the step had before the fault (`RECOVERY_BAND_FACTOR` times
+its highest per-second P99 before the fault, plus `RECOVERY_BAND_FLOOR_MS`); the fault's window
+runs from the second it was done in to that second, at one second's resolution.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from analysis.steprule import StepTotals
 from analysis.verdicts import HOLDS, Verdict
@@ -22,6 +30,73 @@ from contract.faults import FaultDoc
 from contract.units import NS_PER_S
 
 FAULTED = "faulted"
+RECOVERY_SECONDS = 3
+RECOVERED_RATE_SHARE = 0.95
+RECOVERY_BAND_FACTOR = 1.5
+RECOVERY_BAND_FLOOR_MS = 1.0
+
+
+@dataclass(frozen=True)
+class FaultLedger:
+    """What one fault cost, second by second (seconds counted from the schedule start)."""
+
+    first_second: int  # the second it was done in
+    recovered_second: int | None  # None: not recovered by the end of the run's seconds
+    recovered_after_s: float | None  # from the fault's instant to the recovered second's start
+    band_ms: float | None  # the step's e2e P99 band before the fault (None: no second before)
+    scheduled: int  # events due in the window (from its first second to the recovered one)
+    send_failures: int
+    lost: int
+    peak_e2e_p99_ms: float | None  # the highest per-second e2e P99 in the window
+
+
+def _band_ms(
+    rows: Sequence[Mapping[str, Any]], p99: Mapping[int, float], first: int, step: int
+) -> float | None:
+    before = [r["second"] for r in rows if r.get("step") == step and r["second"] < first]
+    values = [p99[s] for s in before[1:] or before if s in p99]  # past the step's first second
+    return None if not values else max(values) * RECOVERY_BAND_FACTOR + RECOVERY_BAND_FLOOR_MS
+
+
+def fault_ledger(
+    at_ns: int,
+    step: int,
+    start_ns: int,
+    rows: Sequence[Mapping[str, Any]],
+    e2e_p99_ms: Mapping[int, float],
+) -> FaultLedger:
+    """The fault done at `at_ns` in `step`: its window and its recovery, from the run's
+    per-second rows (metrics.parquet's) and each second's e2e P99. Pure."""
+    first = (at_ns - start_ns) // NS_PER_S
+    band = _band_ms(rows, e2e_p99_ms, first, step)
+
+    def healthy(row: Mapping[str, Any]) -> bool:
+        p99 = e2e_p99_ms.get(row["second"])
+        within = band is None or (p99 is not None and p99 <= band)
+        return row["delivered"] >= RECOVERED_RATE_SHARE * row["target_rate_per_s"] and within
+
+    paced = [r for r in rows if r["second"] >= first and r.get("target_rate_per_s")]
+    recovered = next(
+        (
+            row["second"]
+            for i, row in enumerate(paced)
+            if len(paced[i : i + RECOVERY_SECONDS]) == RECOVERY_SECONDS
+            and all(healthy(r) for r in paced[i : i + RECOVERY_SECONDS])
+        ),
+        None,
+    )
+    last = max((r["second"] for r in rows), default=first)
+    end = recovered if recovered is not None else last + 1
+    window = [r for r in rows if first <= r["second"] < end]
+    peaks = [e2e_p99_ms[r["second"]] for r in window if r["second"] in e2e_p99_ms]
+    after_s = None
+    if recovered is not None:
+        after_s = max(0.0, (start_ns + recovered * NS_PER_S - at_ns) / NS_PER_S)
+    return FaultLedger(
+        first, recovered, after_s, band,
+        sum(r["scheduled"] for r in window), sum(r["send_failures"] for r in window),
+        sum(r["lost"] for r in window), max(peaks) if peaks else None,
+    )  # fmt: skip
 
 
 def fault_text(fault: FaultDoc) -> str:
@@ -36,67 +111,116 @@ def fault_text(fault: FaultDoc) -> str:
     return text + (f" ({fault['error']})" if fault["error"] else "")
 
 
-def _cost(total: StepTotals | None) -> str:
-    if total is None:
-        return "no records of the step"
+def fault_ledgers(
+    faults: Sequence[FaultDoc],
+    start_ns: int | None,
+    rows: Sequence[Mapping[str, Any]],
+    e2e_points: Sequence[Mapping[str, float]],
+) -> list[FaultLedger | None]:
+    """Each fault's ledger (None: not done, or the schedule start unknown), in `faults`' order."""
+    p99: dict[int, float] = {}
+    for point in e2e_points:
+        second = int(point["second"])
+        p99[second] = max(p99.get(second, 0.0), point["p99_ms"])
+    return [
+        None
+        if fault["at_ns"] is None or start_ns is None
+        else fault_ledger(fault["at_ns"], fault["step"], start_ns, rows, p99)
+        for fault in faults
+    ]
+
+
+def _cost(ledger: FaultLedger | None, total: StepTotals | None) -> str:
+    duplicates = f"; {total['duplicates']} duplicates in the step" if total else ""
+    if ledger is None:
+        if total is None:
+            return "no records of the step"
+        return (
+            f"{total['send_failures']} send failures, {total['lost']} lost in the step{duplicates}"
+        )
+    recovered = (
+        "not recovered by the end of the run"
+        if ledger.recovered_after_s is None
+        else f"recovered {ledger.recovered_after_s:.1f} s after it"
+    )
+    peak = ledger.peak_e2e_p99_ms
     return (
-        f"{total['send_failures']} send failures, {total['lost']} lost, "
-        f"{total['duplicates']} duplicates in the step"
+        f"{recovered}; in its window {ledger.send_failures} send failures and {ledger.lost} lost "
+        f"of {ledger.scheduled} due, e2e P99 up to "
+        f"{'-' if peak is None else f'{peak:.0f}'} ms{duplicates}"
     )
 
 
 def after_faults(
-    verdicts: Sequence[Verdict], faults: Sequence[FaultDoc], totals: Mapping[int, StepTotals]
+    verdicts: Sequence[Verdict],
+    faults: Sequence[FaultDoc],
+    ledgers: Sequence[FaultLedger | None],
+    totals: Mapping[int, StepTotals],
 ) -> list[Verdict]:
     """Each step with a fault done in it that did not hold judged *faulted*, the fault named
-    with the step's cost; every other verdict as it was."""
-    done: dict[int, list[FaultDoc]] = {}
-    for fault in faults:
+    with what it cost; every other verdict as it was."""
+    done: dict[int, list[tuple[FaultDoc, FaultLedger | None]]] = {}
+    for fault, ledger in zip(faults, ledgers, strict=True):
         if fault["at_ns"] is not None:
-            done.setdefault(fault["step"], []).append(fault)
+            done.setdefault(fault["step"], []).append((fault, ledger))
     judged = []
     for verdict in verdicts:
         found = done.get(verdict.step)
         if not found or verdict.verdict == HOLDS:
             judged.append(verdict)
             continue
-        why = (
-            f"{'; '.join(fault_text(f) for f in found)}: {_cost(totals.get(verdict.step))}; "
-            "a fault injected, not a capacity limit"
-        )
+        total = totals.get(verdict.step)
+        said = "; ".join(f"{fault_text(f)}, {_cost(ledger, total)}" for f, ledger in found)
+        why = f"{said}; a fault injected, not a capacity limit"
         judged.append(replace(verdict, verdict=FAULTED, reasons=(why, *verdict.reasons)))
     return judged
 
 
 def fault_summaries(
-    faults: Sequence[FaultDoc], totals: Mapping[int, StepTotals], schedule_start_ns: int | None
+    faults: Sequence[FaultDoc],
+    ledgers: Sequence[FaultLedger | None],
+    totals: Mapping[int, StepTotals],
+    schedule_start_ns: int | None,
 ) -> list[FaultSummaryDoc]:
     """summary.json's `faults`: each fault, when it was done and its target back (seconds from
-    the schedule start), and its step's send failures, lost and duplicates."""
+    the schedule start), its ledger and its step's counts."""
+
+    def at_s(ns: int | None) -> float | None:
+        if ns is None or schedule_start_ns is None:
+            return None
+        return round((ns - schedule_start_ns) / NS_PER_S, 3)
+
     found: list[FaultSummaryDoc] = []
-    for fault in sorted(faults, key=lambda f: f["due_ns"]):
+    for fault, ledger in sorted(zip(faults, ledgers, strict=True), key=lambda f: f[0]["due_ns"]):
         total = totals.get(fault["step"])
-
-        def at_s(ns: int | None) -> float | None:
-            if ns is None or schedule_start_ns is None:
-                return None
-            return round((ns - schedule_start_ns) / NS_PER_S, 3)
-
         found.append(
             {
                 "spec": fault["spec"], "step": fault["step"], "action": fault["action"],
                 "target": fault["target"], "at_s": at_s(fault["at_ns"]),
                 "back_s": at_s(fault["back_ns"]), "error": fault["error"],
+                "recovered_after_s": ledger.recovered_after_s if ledger else None,
+                "window_scheduled": ledger.scheduled if ledger else None,
+                "window_send_failures": ledger.send_failures if ledger else None,
+                "window_lost": ledger.lost if ledger else None,
+                "window_peak_e2e_p99_ms": ledger.peak_e2e_p99_ms if ledger else None,
+                "band_ms": ledger.band_ms if ledger else None,
                 "step_send_failures": total["send_failures"] if total else None,
                 "step_lost": total["lost"] if total else None,
                 "step_duplicates": total["duplicates"] if total else None,
-                "text": fault_text(fault),
+                "text": f"{fault_text(fault)}, {_cost(ledger, total)}",
             }
         )  # fmt: skip
     return found
 
 
-def faults_text(faults: Sequence[FaultDoc], totals: Mapping[int, StepTotals]) -> str:
-    """The verdict's first words when faults were injected: each with its step's cost."""
-    done = [f for f in faults if f["at_ns"] is not None]
-    return "; ".join(f"{fault_text(f)}: {_cost(totals.get(f['step']))}" for f in done)
+def faults_text(
+    faults: Sequence[FaultDoc],
+    ledgers: Sequence[FaultLedger | None],
+    totals: Mapping[int, StepTotals],
+) -> str:
+    """The verdict's first words when faults were injected: each with what it cost."""
+    return "; ".join(
+        f"{fault_text(f)}, {_cost(ledger, totals.get(f['step']))}"
+        for f, ledger in zip(faults, ledgers, strict=True)
+        if f["at_ns"] is not None
+    )

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis.downsample import thinned
-from contract.documents import StepSummaryDoc
+from contract.documents import FaultSummaryDoc, StepSummaryDoc
 from contract.searchdocs import SearchProbeDoc
 from contract.units import NS_PER_S
 
@@ -56,6 +56,7 @@ def six_series(
     steps: Sequence[StepSummaryDoc],
     breaking_point_per_s: int | None,
     title: str,
+    faults: Sequence[FaultSummaryDoc] = (),
 ) -> go.Figure:
     figure = go.Figure()
     for metric, name, colour in LATENCY_SERIES:
@@ -90,6 +91,7 @@ def six_series(
             )
         )
     _step_bands(figure, step_spans(metrics), steps, breaking_point_per_s)
+    mark_faults(figure, faults)
     figure.update_layout(
         title=title,
         xaxis={"title": "seconds since the schedule start"},
@@ -129,6 +131,38 @@ def _step_bands(
     figure.update_layout(
         shapes=[*figure.layout.shapes, *shapes], annotations=[*figure.layout.annotations, *notes]
     )
+
+
+FAULT_COLOUR = "#9467bd"
+
+
+def mark_faults(figure: go.Figure, faults: Sequence[FaultSummaryDoc]) -> None:
+    """Each fault done (--fault, --fault-exec) on a seconds-since-the-schedule-start axis: a
+    dotted line at its instant, named, and a band to where the system recovered (or its target
+    was back, when recovery was not found), over every subplot."""
+    shapes: list[dict] = []
+    notes: list[dict] = []
+    for fault in faults:
+        if fault["at_s"] is None:
+            continue
+        at_s = fault["at_s"]
+        line = _vline(at_s, {"color": FAULT_COLOUR, "dash": "dot", "width": 2})
+        shapes.append({**line, "yref": "paper"})
+        until_s = (
+            at_s + fault["recovered_after_s"]
+            if fault["recovered_after_s"] is not None
+            else fault["back_s"]
+        )
+        if until_s is not None and until_s > at_s:
+            band = _band(at_s, until_s, "rgba(148, 103, 189, 0.18)")
+            shapes.append({**band, "yref": "paper"})
+        what = f"{fault['action']} {fault['target']}"[:40]
+        notes.append({**_note(at_s, 1, what, "bottom", size=10), "yref": "paper"})
+    if shapes:
+        figure.update_layout(
+            shapes=[*figure.layout.shapes, *shapes],
+            annotations=[*figure.layout.annotations, *notes],
+        )
 
 
 def _band(x0: float, x1: float, colour: str) -> dict:
@@ -288,7 +322,11 @@ def comparison(rows: list[dict]) -> go.Figure:
 
 
 def resource_samples(
-    processes: list[dict], lag: list[dict], start_ns: int, title: str
+    processes: list[dict],
+    lag: list[dict],
+    start_ns: int,
+    title: str,
+    faults: Sequence[FaultSummaryDoc] = (),
 ) -> go.Figure:
     """RSS and CPU of every process of the run and, for Kafka SUTs, the consumer lag, on the
     same seconds-since-start axis as the main graph, so a latency rise can be matched with a
@@ -331,6 +369,7 @@ def resource_samples(
         )
     figure.update_xaxes(title_text="seconds since the schedule start", row=rows, col=1)
     figure.update_layout(title=title, height=260 * rows + 120, legend={"orientation": "h"})
+    mark_faults(figure, faults)
     return figure
 
 

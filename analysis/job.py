@@ -130,6 +130,7 @@ class _Aggregates:
             foreign=self.foreign_counts.get(key, 0),
             sketches={(m, st): d for (k, m, st), d in self.step_sketch.items() if k == key},
             e2e_points=self.e2e_points.get(key, []),
+            seconds=self.metrics.get(key, []),
         )
 
 

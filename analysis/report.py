@@ -32,7 +32,14 @@ from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
 from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import drift_verdict_text, verdict_text
 from analysis.window_report import windows_section
-from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, TailDoc, schedule_start_ns
+from contract.documents import (
+    FaultSummaryDoc,
+    RunDoc,
+    StepSummaryDoc,
+    SummaryDoc,
+    TailDoc,
+    schedule_start_ns,
+)
 from contract.errors import EvbenchError
 from contract.layout import SutDir, run_index_html
 from contract.units import NS_PER_MS
@@ -173,7 +180,7 @@ def _samples(directory: Path, prefix: str) -> list[Row]:
     return rows
 
 
-def _resources_html(sut_dir: Path) -> str:
+def _resources_html(sut_dir: Path, faults: Sequence[FaultSummaryDoc] = ()) -> str:
     """Process samples (and consumer lag), when the run recorded them (imports have none)."""
     layout = SutDir(sut_dir)
     processes = _samples(layout.samples, "processes")
@@ -182,7 +189,7 @@ def _resources_html(sut_dir: Path) -> str:
     lag = _samples(layout.consumer_lag, "lag")
     run: RunDoc = json.loads(layout.run_json.read_text())
     start_ns = schedule_start_ns(run) or min(r["t_ns"] for r in processes)
-    figure = resource_samples(processes, lag, start_ns, "Processes of the run")
+    figure = resource_samples(processes, lag, start_ns, "Processes of the run", faults)
     return "<h2>Resources</h2>" + figure_html(figure, "resources")
 
 
@@ -231,6 +238,7 @@ def write_report(
         summary["steps"],
         summary["breaking_point_per_s"],
         plotly_text(f"{summary['sut']}: {headline(summary)}"),
+        summary.get("faults", []),
     )
     trimmed = f"<p class='note'>{html.escape(summary['trimmed'])}</p>" if summary["trimmed"] else ""
     trimmed += clock_note(summary)
@@ -250,7 +258,7 @@ def write_report(
         + figure_html(latency_points(points, "Latency of every event"), "latency-points")
         + figure_html(sender_health(summary["steps"], "Sender health"), "sender-health")
         + _search_html(summary)
-        + _resources_html(sut_dir)
+        + _resources_html(sut_dir, summary.get("faults", []))
         + system_sections(layout, summary, metrics, plot_metrics)
         + "<h2>Thresholds</h2><pre>"
         + html.escape(json.dumps(summary["thresholds"], indent=2))
@@ -287,6 +295,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
             summary["steps"],
             summary["breaking_point_per_s"],
             plotly_text(summary["sut"]),
+            summary.get("faults", []),
         )
         figure.update_layout(height=420)
         graphs.append(f"<div>{figure_html(figure, f'six-{len(graphs)}')}</div>")

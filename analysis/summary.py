@@ -18,7 +18,7 @@ import numpy as np
 from analysis.deaths import after_deaths, death_summaries, deaths_text, spoiled_steps
 from analysis.digests import empty_tail, merged, tail_figures, verified_top
 from analysis.drift import drift_of
-from analysis.faultsteps import after_faults, fault_summaries, faults_text
+from analysis.faultsteps import after_faults, fault_ledgers, fault_summaries, faults_text
 from analysis.inputs import AnalyzeOptions, SutInputs
 from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
 from analysis.verdicts import (
@@ -75,6 +75,7 @@ class SutFindings:
     foreign: int
     sketches: Mapping[tuple[str, int], Sketch]
     e2e_points: Sequence[Mapping[str, float]]
+    seconds: Sequence[Mapping[str, Any]] = ()  # metrics.parquet's rows: counts per second
 
 
 def summary(
@@ -91,7 +92,8 @@ def summary(
     deaths = _deaths(run, found.totals, inputs.start_ns)
     verdicts = after_deaths(verdicts, deaths.spoiled, deaths.lost, inputs.start_ns)
     faults, by_step = run.get("faults") or [], {t["step"]: t for t in found.totals}
-    verdicts = after_faults(verdicts, faults, by_step)
+    ledgers = fault_ledgers(faults, inputs.start_ns, found.seconds, found.e2e_points)
+    verdicts = after_faults(verdicts, faults, ledgers, by_step)
     for step, judged in zip(steps, verdicts, strict=True):
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
     point, sustainable, verdict = _run_verdict(run, verdicts, failures)
@@ -101,7 +103,7 @@ def summary(
     if deaths.found and not failures and "search" not in run:
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
         verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
-    if (injected := faults_text(faults, by_step)) and not failures:
+    if (injected := faults_text(faults, ledgers, by_step)) and not failures:
         verdict = f"{injected}; the steps not judged faulted: {verdict}"
     doc: SummaryDoc = {
         "run_id": run["run_id"],
@@ -133,7 +135,7 @@ def summary(
     if deaths.found:
         doc["sut_deaths"] = deaths.found
     if faults:
-        doc["faults"] = fault_summaries(faults, by_step, inputs.start_ns)
+        doc["faults"] = fault_summaries(faults, ledgers, by_step, inputs.start_ns)
     return doc
 
 

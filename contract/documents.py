@@ -305,6 +305,13 @@ class FaultSummaryDoc(TypedDict):
     at_s: float | None  # None: not done (the run ended first), or the start unknown
     back_s: float | None
     error: str | None
+    # its ledger (analysis.faultsteps, at one second's resolution): None when not done
+    recovered_after_s: float | None  # None: not recovered by the end of the run
+    window_scheduled: int | None  # events due from its second to the one it recovered in
+    window_send_failures: int | None
+    window_lost: int | None
+    window_peak_e2e_p99_ms: float | None  # the highest per-second e2e P99 in the window
+    band_ms: float | None  # the step's e2e P99 band before it (None: no second before)
     step_send_failures: int | None  # the whole step's: None without records of it
     step_lost: int | None
     step_duplicates: int | None

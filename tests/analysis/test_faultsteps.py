@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.faultsteps import FAULTED, after_faults, fault_summaries, fault_text, faults_text
+from analysis.faultsteps import (
+    FAULTED,
+    after_faults,
+    fault_ledger,
+    fault_ledgers,
+    fault_summaries,
+    fault_text,
+    faults_text,
+)
 from analysis.verdicts import BREAKS, HOLDS, Verdict, breaking_point
 from contract.faults import FaultDoc
 
@@ -45,6 +53,42 @@ def test_a_fault_is_said_with_when_and_how_it_ended(fault, text):
     assert fault_text(fault) == text
 
 
+def _seconds(delivered, rate=100, step=2, first=10, lost=(), failed=()):
+    """Per-second rows from `first` on: `delivered[i]` in second first+i."""
+    return [
+        {"second": first + i, "step": step, "target_rate_per_s": rate, "scheduled": rate,
+         "delivered": d, "lost": lost[i] if i < len(lost) else 0,
+         "send_failures": failed[i] if i < len(failed) else 0}
+        for i, d in enumerate(delivered)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("delivered", "p99", "recovered", "after_s", "window"),
+    [
+        # killed at 12.4 s: seconds 12-13 deliver nothing, 14 on are back
+        ([100, 100, 0, 0, 100, 100, 100, 100], {}, 14, 1.6, (200, 150, 20)),
+        # back in rate but e2e P99 over the band (2 ms before: 4 ms) until second 16
+        ([100, 100, 0, 0, 100, 100, 100, 100, 100],
+         {10: 1.0, 11: 2.0, 14: 50.0, 15: 9.0, 16: 3.0, 17: 3.0, 18: 3.0}, 16, 3.6,
+         (400, 150, 20)),
+        # never three healthy seconds in a row: not recovered, the window runs to the end
+        ([100, 100, 0, 100, 100, 0, 100, 100], {}, None, None, (600, 150, 20)),
+        # 95 % of the pace is back in rate
+        ([100, 100, 90, 95, 95, 95], {}, 13, 0.6, (100, 100, 20)),
+    ],
+)  # fmt: skip
+def test_recovery_is_the_first_of_three_healthy_seconds(delivered, p99, recovered, after_s, window):
+    rows = _seconds(delivered, failed=[0, 0, 100, 50], lost=[0, 0, 20])
+    ledger = fault_ledger(START + int(12.4 * S), 2, START, rows, p99)
+    assert ledger.first_second == 12 and ledger.recovered_second == recovered
+    assert ledger.recovered_after_s == (None if after_s is None else pytest.approx(after_s))
+    assert (ledger.scheduled, ledger.send_failures, ledger.lost) == window
+    if p99:
+        assert ledger.band_ms == pytest.approx(2.0 * 1.5 + 1.0)  # the step's second 11 only
+        assert ledger.peak_e2e_p99_ms == 50.0
+
+
 def test_a_step_with_a_fault_that_did_not_hold_is_judged_by_the_fault():
     verdicts = [
         Verdict(1, 100, HOLDS),
@@ -53,11 +97,13 @@ def test_a_step_with_a_fault_that_did_not_hold_is_judged_by_the_fault():
     ]
     faults = [_fault(step=1, action="pause"), _fault(step=2), _fault(step=3, at_s=None)]
     totals = {1: _totals(1, 0, 0, 0), 2: _totals(2), 3: _totals(3)}
-    judged = after_faults(verdicts, faults, totals)
+    ledger = fault_ledger(START + 12 * S, 2, START, _seconds([100, 100, 0, 100, 100, 100]), {})
+    judged = after_faults(verdicts, faults, [None, ledger, None], totals)
     assert judged[0] == verdicts[0]  # held through its fault: held
     assert judged[1].verdict == FAULTED and judged[1].reasons == (
-        "kill dispatcher 2 s into step 2, back after 1.40 s: 270 send failures, 3 lost, "
-        "5 duplicates in the step; a fault injected, not a capacity limit",
+        "kill dispatcher 2 s into step 2, back after 1.40 s, recovered 1.0 s after it; in its "
+        "window 0 send failures and 0 lost of 100 due, e2e P99 up to - ms; 5 duplicates in the "
+        "step; a fault injected, not a capacity limit",
         "270 send failures of 1000",
     )
     assert judged[2] == verdicts[2]  # its fault never came: judged by the step rule
@@ -66,16 +112,39 @@ def test_a_step_with_a_fault_that_did_not_hold_is_judged_by_the_fault():
     assert breaking_point(verdicts) == (200, 100)
 
 
-def test_the_summary_tells_each_fault_with_its_steps_cost():
+def test_the_summary_tells_each_fault_with_its_ledger_and_its_steps_counts():
     faults = [_fault(step=2), _fault(step=1, action="pause", at_s=2.0, back_s=2.5)]
-    found = fault_summaries(faults, {2: _totals(2)}, START)
+    rows = _seconds([100, 100, 0, 100, 100, 100], failed=[0, 0, 100])
+    ledgers = fault_ledgers(faults, START, rows, [{"step": 2, "second": 12, "p99_ms": 70.0}])
+    found = fault_summaries(faults, ledgers, {2: _totals(2)}, START)
     assert [f["step"] for f in found] == [1, 2]  # in time order
     assert found[0]["at_s"] == 2.0 and found[0]["back_s"] == 2.5
     assert found[0]["step_lost"] is None  # no records of step 1
     assert (found[1]["step_send_failures"], found[1]["step_lost"]) == (270, 3)
-    assert fault_summaries(faults, {}, None)[0]["at_s"] is None  # the start unknown
-    assert faults_text(faults, {2: _totals(2)}) == (
-        "kill dispatcher 2 s into step 2, back after 1.40 s: 270 send failures, 3 lost, "
-        "5 duplicates in the step; pause dispatcher 2 s into step 1, back after 0.50 s: no "
-        "records of the step"
+    assert (found[1]["recovered_after_s"], found[1]["window_send_failures"]) == (1.0, 100)
+    assert found[1]["window_peak_e2e_p99_ms"] == 70.0
+    assert fault_ledgers(faults, None, rows, []) == [None, None]  # the start unknown
+    assert faults_text(faults, [None, None], {2: _totals(2)}) == (
+        "kill dispatcher 2 s into step 2, back after 1.40 s, 270 send failures, 3 lost in the "
+        "step; 5 duplicates in the step; pause dispatcher 2 s into step 1, back after 0.50 s, "
+        "no records of the step"
     )
+
+
+def test_each_fault_done_is_marked_with_a_line_and_a_band_to_its_recovery():
+    import plotly.graph_objects as go
+
+    from analysis.figures import mark_faults
+
+    faults = [_fault(step=2), _fault(step=2, at_s=None, back_s=None), _fault(step=1, at_s=2.0)]
+    ledgers = [fault_ledger(START + 12 * S, 2, START, _seconds([100] * 6), {}), None, None]
+    summaries = fault_summaries(faults, ledgers, {}, START)
+    figure = go.Figure()
+    mark_faults(figure, summaries)
+    lines = [(s.x0, s.line.dash) for s in figure.layout.shapes if s.type == "line"]
+    bands = [(s.x0, s.x1) for s in figure.layout.shapes if s.type == "rect"]
+    assert lines == [(2.0, "dot"), (12.0, "dot")]  # the fault never done is not drawn
+    # recovered at once (second 12 is healthy): no band; the other has none either, so its
+    # target's return bounds it
+    assert bands == [(2.0, 13.4)]
+    assert [a.text for a in figure.layout.annotations] == ["kill dispatcher"] * 2

@@ -21,6 +21,7 @@ from evbench.faults import FaultInjector
 from evbench.faultspec import parse_fault_exec
 from runtime.parquet import read_parts
 from runtime.procs import die_with_parent
+from tests.browser import console_errors, evaluate
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -67,17 +68,18 @@ def test_the_users_commands_run_at_their_instant_and_one_that_hangs_is_killed(tm
     assert any("exited 3" in line for line in lines)
 
 
+@pytest.mark.browser
 def test_a_dispatcher_killed_and_paused_mid_step_is_brought_back(tmp_path):
     # channel-imc: ingress, queue and dispatcher are one process (the channel), so while it is
     # down the sender's requests fail; it comes back where it listened and delivers again.
     done = subprocess.run(
-        [sys.executable, "-m", "evbench", "run", "--sut", "channel-imc", "--pace", "200:5,200:5",
+        [sys.executable, "-m", "evbench", "run", "--sut", "channel-imc", "--pace", "200:5,200:8",
          "--fault", "1@2s:pause:channel:500ms", "--fault", "2@2s:kill:dispatcher:1s",
          "--runs-dir", str(tmp_path), "--run-id", "f"],
         capture_output=True, text=True, timeout=180, preexec_fn=die_with_parent,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    sut_dir = tmp_path / "f-200x5-200x5" / "channel-imc"
+    sut_dir = tmp_path / "f-200x5-200x8" / "channel-imc"
     run = json.loads((sut_dir / "run.json").read_text())
     assert problems(run, RunDoc) == []
     assert run["status"] == "completed" and not run.get("sut_deaths"), run.get("sut_deaths")
@@ -110,8 +112,21 @@ def test_a_dispatcher_killed_and_paused_mid_step_is_brought_back(tmp_path):
     assert steps[2]["verdict"] == "faulted", steps[2]
     assert steps[2]["reasons"][0].startswith("kill dispatcher 2 s into step 2, back after")
     assert summary["breaking_point_per_s"] is None
-    assert summary["faults"][1]["step_send_failures"] >= failed_while_down
+    ledger = summary["faults"][1]
+    assert ledger["step_send_failures"] >= ledger["window_send_failures"] >= failed_while_down
+    # back in rate and latency within seconds of coming back (three healthy seconds in a row)
+    back_after_s = (killed["back_ns"] - killed["at_ns"]) / NS_PER_S
+    assert back_after_s - 1 <= ledger["recovered_after_s"] <= back_after_s + 3, ledger
     assert summary["verdict"].startswith("pause channel 2 s into step 1"), summary["verdict"]
+    # The report, drawn by Chromium: both faults on the main graph's and the resources' axes.
+    marks = (
+        "['six-series', 'resources'].map(id => document.getElementById(id).layout.shapes"
+        ".filter(s => s.line && s.line.dash === 'dot').map(s => s.x0))"
+    )
+    drawn_at, console = evaluate(sut_dir / "analysis" / "report.html", tmp_path, marks, (1200, 900))
+    assert console_errors(console) == []
+    expected = [f["at_s"] for f in summary["faults"]]
+    assert drawn_at == [expected, expected], drawn_at
 
 
 _HOP = """
