@@ -119,9 +119,10 @@ def fault_ledgers(
 ) -> list[FaultLedger | None]:
     """Each fault's ledger (None: not done, or the schedule start unknown), in `faults`' order."""
     p99: dict[int, float] = {}
-    for point in e2e_points:
-        second = int(point["second"])
-        p99[second] = max(p99.get(second, 0.0), point["p99_ms"])
+    for point in e2e_points if faults else ():
+        if (value := point.get("p99_ms")) is not None:
+            second = int(point["second"])
+            p99[second] = max(p99.get(second, 0.0), value)
     return [
         None
         if fault["at_ns"] is None or start_ns is None
