@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from analysis.fault_report import faults_section
 from analysis.figures import (
     comparison,
     latency_points,
@@ -252,6 +253,7 @@ def write_report(
         "P99.99 of every event sent up to then, from T-Digests, so an early spike dominates the "
         "start and the right end is the whole run. The tables' tail figures are exact where "
         "the kept top values reach (see <code>exact</code> in summary.json).</p>"
+        + faults_section(summary)
         + windows_section(layout, summary["steps"], metrics, cumulative)
         + "<h2>Steps</h2>"
         + _steps_table(summary["steps"])

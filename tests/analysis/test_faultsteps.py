@@ -148,3 +148,26 @@ def test_each_fault_done_is_marked_with_a_line_and_a_band_to_its_recovery():
     # target's return bounds it
     assert bands == [(2.0, 13.4)]
     assert [a.text for a in figure.layout.annotations] == ["kill dispatcher"] * 2
+
+
+def test_faults_at_several_rates_are_drawn_against_the_rate():
+    from analysis.fault_report import cost_against_rate, faults_section
+
+    rows = _seconds([100, 100, 0, 0, 100, 100, 100], failed=[0, 0, 100, 100])
+    faults = [_fault(step=2), _fault(step=1, at_s=2.0), _fault(step=3, at_s=None, back_s=None)]
+    ledgers = fault_ledgers(faults, START, rows, [])
+    summaries = fault_summaries(faults, ledgers, {}, START)
+    figure = cost_against_rate(summaries, {1: 100, 2: 200, 3: 300})
+    recovery, failures, *_ = figure.data
+    assert list(recovery.x) == [100, 200]  # in rate order; the fault never done is left out
+    # both recover at second 14, the first of three healthy ones after seconds 12 and 13
+    assert list(recovery.y) == [pytest.approx(12.0), pytest.approx(2.0)]
+    assert list(failures.y) == [200, 200]
+    summary = {"faults": summaries, "steps": [{"step": 1, "target_rate_per_s": 100},
+                                              {"step": 2, "target_rate_per_s": 200}]}  # fmt: skip
+    section = faults_section(summary)
+    assert section.count("<li>") == 3 and 'id="fault-costs"' in section
+    one_rate = {**summary, "steps": [{"step": 1, "target_rate_per_s": 100},
+                                     {"step": 2, "target_rate_per_s": 100}]}  # fmt: skip
+    assert "fault-costs" not in faults_section(one_rate)
+    assert faults_section({"faults": [], "steps": []}) == ""

@@ -1,0 +1,70 @@
+"""The report's Faults section: each fault injected (`--fault`, `--fault-exec`) as its ledger
+tells it (analysis.faultsteps), and, when faults came at more than one rate (`every@...` over a
+staircase), what a fault cost against the rate: the time to recover, and the events failed, lost
+and duplicated."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from analysis.pages import figure_html
+from contract.documents import FaultSummaryDoc, SummaryDoc
+
+
+def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int]) -> go.Figure:
+    """Recovery time (left axis) and the events each fault cost (right axis) at its step's
+    rate, for the faults that were done. Pure."""
+    done = sorted(
+        (f for f in faults if f["at_s"] is not None and f["step"] in rates),
+        key=lambda f: rates[f["step"]],
+    )
+    x = [rates[f["step"]] for f in done]
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=x,
+            y=[f["recovered_after_s"] for f in done],  # None (never recovered): a gap
+            name="time to recover (s)",
+            mode="lines+markers",
+            line={"color": "#9467bd", "width": 2},
+        )
+    )
+    for key, name, colour in (
+        ("window_send_failures", "send failures in its window", "#d62728"),
+        ("window_lost", "lost in its window", "#8c564b"),
+        ("step_duplicates", "duplicates in its step", "#ff7f0e"),
+    ):
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=[f[key] for f in done],  # type: ignore[literal-required]
+                name=name,
+                mode="lines+markers",
+                line={"color": colour, "width": 1, "dash": "dot"},
+                yaxis="y2",
+            )
+        )
+    figure.update_layout(
+        title="What a fault cost, against the rate",
+        xaxis={"title": "the step's rate (events/s)"},
+        yaxis={"title": "time to recover (s)", "rangemode": "tozero"},
+        yaxis2={"title": "events", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    return figure
+
+
+def faults_section(summary: SummaryDoc) -> str:
+    """The Faults section, or nothing for a run without faults."""
+    faults = summary.get("faults") or []
+    if not faults:
+        return ""
+    items = "".join(f"<li>{html.escape(f['text'])}</li>" for f in faults)
+    body = f"<h2>Faults</h2><ul>{items}</ul>"
+    rates = {step["step"]: step["target_rate_per_s"] for step in summary["steps"]}
+    if len({rates.get(f["step"]) for f in faults if f["at_s"] is not None}) > 1:
+        body += figure_html(cost_against_rate(faults, rates), "fault-costs")
+    return body
