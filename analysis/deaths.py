@@ -11,10 +11,11 @@ died before its next probe). A spoiled step that did not hold is judged *system-
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from analysis.steprule import StepTotals
 from analysis.verdicts import HOLDS, Verdict
-from contract.documents import DeathSummaryDoc, SutDeathDoc
+from contract.documents import DeathSummaryDoc, RunDoc, SutDeathDoc
 from contract.units import NS_PER_S
 
 SYSTEM_DIED = "system-died"
@@ -113,3 +114,26 @@ def deaths_text(found: Sequence[DeathSummaryDoc], rates: Mapping[int, int]) -> s
         where = f" in step {d['step']} ({rates.get(d['step'], 0)}/s)" if d["step"] else ""
         parts.append(f"{d['role']} died{when}{where}: {d['lost_after']} lost from then on")
     return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class RunDeaths:
+    """A run's deaths: the steps they spoiled, each step's lost, and the summary's rows."""
+
+    spoiled: Mapping[int, SutDeathDoc]
+    lost: Mapping[int, int]
+    found: list[DeathSummaryDoc]
+
+
+def run_deaths(run: RunDoc, totals: Sequence[StepTotals], start_ns: int | None) -> RunDeaths:
+    """The system's processes that died (run.json's `sut_deaths`) and the steps they spoiled
+    (analysis.deaths): a search restarts a dead system before its next probe."""
+    deaths = run.get("sut_deaths") or []
+    ordered = sorted(totals, key=lambda t: t["step"])
+    starts = [(t["step"], t["start_ns"]) for t in ordered]
+    search = run.get("search")
+    probes = search.get("probes") or [] if search else []
+    restarted = {p["step"] for p in probes if p.get("restarted")}
+    spoiled = spoiled_steps(deaths, starts, restarted)
+    lost = {t["step"]: t["lost"] for t in ordered}
+    return RunDeaths(spoiled, lost, death_summaries(deaths, spoiled, lost, start_ns))

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from analysis.fault_report import faults_section
+from analysis.faultsteps import FAULTED
 from analysis.figures import (
     comparison,
     latency_points,
@@ -82,7 +83,13 @@ def headline(summary: SummaryDoc) -> str:
     drifting = drift_verdict_text(
         [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
     )
-    return f"{text}; {drifting}" if drifting and not failures else text
+    text = f"{text}; {drifting}" if drifting and not failures else text
+    faulted = sum(s["verdict"] == FAULTED for s in steps)
+    if faulted and not failures:  # judged by their faults (see the Faults section)
+        if faulted == len(steps):
+            return "every step had a fault injected: judged by it (see Faults)"
+        return f"{faulted} step(s) judged by their faults (see Faults); the other steps: {text}"
+    return text
 
 
 def status_banner(summary: SummaryDoc) -> str:

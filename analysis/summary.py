@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -15,10 +15,17 @@ from typing import Any
 import fastdigest
 import numpy as np
 
-from analysis.deaths import after_deaths, death_summaries, deaths_text, spoiled_steps
+from analysis.deaths import after_deaths, deaths_text, run_deaths
 from analysis.digests import empty_tail, merged, tail_figures, verified_top
 from analysis.drift import drift_of
-from analysis.faultsteps import after_faults, fault_ledgers, fault_summaries, faults_text
+from analysis.faultsteps import (
+    FAULTED,
+    after_faults,
+    fault_ledgers,
+    fault_summaries,
+    faulted_steps,
+    faults_text,
+)
 from analysis.inputs import AnalyzeOptions, SutInputs
 from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
 from analysis.verdicts import (
@@ -39,12 +46,10 @@ from analysis.verdicts import (
 from contract.documents import (
     ClockSummaryDoc,
     CountsDoc,
-    DeathSummaryDoc,
     DriftDoc,
     RunDoc,
     StepSummaryDoc,
     SummaryDoc,
-    SutDeathDoc,
     TailDoc,
     receiver_stats,
     sender_summary,
@@ -88,10 +93,10 @@ def summary(
     run = inputs.run
     counts = _counts(found.totals, found.foreign)
     failures = instrument_failures(evidence(inputs, counts))
-    steps, verdicts = _judged_steps(run, found, opts.thresholds, failures)
-    deaths = _deaths(run, found.totals, inputs.start_ns)
-    verdicts = after_deaths(verdicts, deaths.spoiled, deaths.lost, inputs.start_ns)
     faults, by_step = run.get("faults") or [], {t["step"]: t for t in found.totals}
+    steps, verdicts = _judged_steps(run, found, opts.thresholds, failures, faulted_steps(faults))
+    deaths = run_deaths(run, found.totals, inputs.start_ns)
+    verdicts = after_deaths(verdicts, deaths.spoiled, deaths.lost, inputs.start_ns)
     ledgers = fault_ledgers(faults, inputs.start_ns, found.seconds, found.e2e_points)
     verdicts = after_faults(verdicts, faults, ledgers, by_step)
     for step, judged in zip(steps, verdicts, strict=True):
@@ -104,7 +109,8 @@ def summary(
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
         verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
     if (injected := faults_text(faults, ledgers, by_step)) and not failures:
-        verdict = f"{injected}; the steps not judged faulted: {verdict}"
+        rest = [v for v in verdicts if v.verdict != FAULTED]
+        verdict = f"{injected}; the other steps: {verdict}" if rest else injected
     doc: SummaryDoc = {
         "run_id": run["run_id"],
         "sut": run["sut"],
@@ -139,36 +145,21 @@ def summary(
     return doc
 
 
-@dataclass(frozen=True)
-class _Deaths:
-    spoiled: Mapping[int, SutDeathDoc]
-    lost: Mapping[int, int]
-    found: list[DeathSummaryDoc]
-
-
-def _deaths(run: RunDoc, totals: Sequence[StepTotals], start_ns: int | None) -> _Deaths:
-    """The system's processes that died (run.json's `sut_deaths`) and the steps they spoiled
-    (analysis.deaths): a search restarts a dead system before its next probe."""
-    deaths = run.get("sut_deaths") or []
-    ordered = sorted(totals, key=lambda t: t["step"])
-    starts = [(t["step"], t["start_ns"]) for t in ordered]
-    search = run.get("search")
-    probes = search.get("probes") or [] if search else []
-    restarted = {p["step"] for p in probes if p.get("restarted")}
-    spoiled = spoiled_steps(deaths, starts, restarted)
-    lost = {t["step"]: t["lost"] for t in ordered}
-    return _Deaths(spoiled, lost, death_summaries(deaths, spoiled, lost, start_ns))
-
-
 def _judged_steps(
-    run: RunDoc, found: SutFindings, thresholds: Thresholds, failures: Sequence[str]
+    run: RunDoc,
+    found: SutFindings,
+    thresholds: Thresholds,
+    failures: Sequence[str],
+    faulted: Collection[int] = (),
 ) -> tuple[list[StepSummaryDoc], list[Verdict]]:
-    """Every step's row and verdict; an instrument failure overrules a break."""
+    """Every step's row and verdict; an instrument failure overrules a break. The e2e baseline
+    comes from the steps without a fault (`faulted`)."""
     durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
     seconds: dict[int, list[Mapping[str, float]]] = {}
     for point in sorted(found.e2e_points, key=lambda p: p["second"]):
         seconds.setdefault(int(point["step"]), []).append(point)
-    baseline = baseline_e2e_p99_ms(found.totals, found.sketches, thresholds.min_events)
+    clean = [t for t in found.totals if t["step"] not in faulted]
+    baseline = baseline_e2e_p99_ms(clean, found.sketches, thresholds.min_events)
     last = max((t["step"] for t in found.totals), default=None)
     finished = run.get("status") == "completed"
     rows = []

@@ -306,7 +306,7 @@ class FaultSummaryDoc(TypedDict):
     back_s: float | None
     error: str | None
     # its ledger (analysis.faultsteps, at one second's resolution): None when not done
-    recovered_after_s: float | None  # None: not recovered by the end of the run
+    recovered_after_s: float | None  # None: not recovered within its step
     window_scheduled: int | None  # events due from its second to the one it recovered in
     window_send_failures: int | None
     window_lost: int | None

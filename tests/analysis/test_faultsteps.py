@@ -11,6 +11,7 @@ from analysis.faultsteps import (
     fault_ledgers,
     fault_summaries,
     fault_text,
+    faulted_steps,
     faults_text,
 )
 from analysis.verdicts import BREAKS, HOLDS, Verdict, breaking_point
@@ -68,9 +69,9 @@ def _seconds(delivered, rate=100, step=2, first=10, lost=(), failed=()):
     [
         # killed at 12.4 s: seconds 12-13 deliver nothing, 14 on are back
         ([100, 100, 0, 0, 100, 100, 100, 100], {}, 14, 1.6, (200, 150, 20)),
-        # back in rate but e2e P99 over the band (2 ms before: 4 ms) until second 16
+        # back in rate but e2e P99 over the band (2 ms before: 9 ms) until second 16
         ([100, 100, 0, 0, 100, 100, 100, 100, 100],
-         {10: 1.0, 11: 2.0, 14: 50.0, 15: 9.0, 16: 3.0, 17: 3.0, 18: 3.0}, 16, 3.6,
+         {10: 1.0, 11: 2.0, 14: 50.0, 15: 12.0, 16: 3.0, 17: 3.0, 18: 3.0}, 16, 3.6,
          (400, 150, 20)),
         # never three healthy seconds in a row: not recovered, the window runs to the end
         ([100, 100, 0, 100, 100, 0, 100, 100], {}, None, None, (600, 150, 20)),
@@ -85,31 +86,35 @@ def test_recovery_is_the_first_of_three_healthy_seconds(delivered, p99, recovere
     assert ledger.recovered_after_s == (None if after_s is None else pytest.approx(after_s))
     assert (ledger.scheduled, ledger.send_failures, ledger.lost) == window
     if p99:
-        assert ledger.band_ms == pytest.approx(2.0 * 1.5 + 1.0)  # the step's second 11 only
+        assert ledger.band_ms == pytest.approx(2.0 * 2 + 5.0)  # the step's second 11 only
         assert ledger.peak_e2e_p99_ms == 50.0
 
 
-def test_a_step_with_a_fault_that_did_not_hold_is_judged_by_the_fault():
+def test_a_step_with_a_fault_is_judged_by_the_fault():
     verdicts = [
         Verdict(1, 100, HOLDS),
         Verdict(2, 200, BREAKS, ("270 send failures of 1000",)),
         Verdict(3, 300, BREAKS, ("delivered 100/s of 300/s",)),
+        Verdict(4, 400, HOLDS),
     ]
     faults = [_fault(step=1, action="pause"), _fault(step=2), _fault(step=3, at_s=None)]
     totals = {1: _totals(1, 0, 0, 0), 2: _totals(2), 3: _totals(3)}
     ledger = fault_ledger(START + 12 * S, 2, START, _seconds([100, 100, 0, 100, 100, 100]), {})
     judged = after_faults(verdicts, faults, [None, ledger, None], totals)
-    assert judged[0] == verdicts[0]  # held through its fault: held
+    # held through its fault: judged by it all the same, the rule's verdict said after
+    assert judged[0].verdict == FAULTED and judged[0].reasons[1] == "by the step rule alone: holds"
     assert judged[1].verdict == FAULTED and judged[1].reasons == (
         "kill dispatcher 2 s into step 2, back after 1.40 s, recovered 1.0 s after it; in its "
         "window 0 send failures and 0 lost of 100 due, e2e P99 up to - ms; 5 duplicates in the "
-        "step; a fault injected, not a capacity limit",
+        "step; a fault injected: judged by it, not as the system's capacity",
+        "by the step rule alone: breaks",
         "270 send failures of 1000",
     )
-    assert judged[2] == verdicts[2]  # its fault never came: judged by the step rule
-    # the breaking point comes from the steps without a fault
-    assert breaking_point(judged) == (300, 100)
+    assert judged[2:] == verdicts[2:]  # its fault never came: judged by the step rule
+    # the breaking point and the sustainable rate come from the steps without a fault
+    assert breaking_point(judged) == (300, None)
     assert breaking_point(verdicts) == (200, 100)
+    assert faulted_steps(faults) == {1, 2}
 
 
 def test_the_summary_tells_each_fault_with_its_ledger_and_its_steps_counts():
@@ -160,9 +165,10 @@ def test_faults_at_several_rates_are_drawn_against_the_rate():
     figure = cost_against_rate(summaries, {1: 100, 2: 200, 3: 300})
     recovery, failures, *_ = figure.data
     assert list(recovery.x) == [100, 200]  # in rate order; the fault never done is left out
-    # both recover at second 14, the first of three healthy ones after seconds 12 and 13
-    assert list(recovery.y) == [pytest.approx(12.0), pytest.approx(2.0)]
-    assert list(failures.y) == [200, 200]
+    # step 2's recovers at second 14, the first of three healthy ones after 12 and 13; step 1
+    # has no seconds here: not recovered within it, nothing counted
+    assert list(recovery.y) == [None, pytest.approx(2.0)]
+    assert list(failures.y) == [0, 200]
     summary = {"faults": summaries, "steps": [{"step": 1, "target_rate_per_s": 100},
                                               {"step": 2, "target_rate_per_s": 200}]}  # fmt: skip
     section = faults_section(summary)
@@ -171,3 +177,17 @@ def test_faults_at_several_rates_are_drawn_against_the_rate():
                                      {"step": 2, "target_rate_per_s": 100}]}  # fmt: skip
     assert "fault-costs" not in faults_section(one_rate)
     assert faults_section({"faults": [], "steps": []}) == ""
+
+
+def test_a_faults_window_ends_with_its_step():
+    # killed at 14.2 s, two seconds before its step ends; the next step delivers at once
+    rows = _seconds([100, 100, 100, 100, 0, 0], failed=[0, 0, 0, 0, 100, 100]) + _seconds(
+        [200] * 5, rate=200, step=3, first=16, failed=[7] * 5
+    )
+    ledger = fault_ledger(START + int(14.2 * S), 2, START, rows, {})
+    assert ledger.recovered_second is None and ledger.recovered_after_s is None
+    assert (ledger.scheduled, ledger.send_failures) == (200, 200)  # none of step 3's
+    assert (
+        "not recovered within its step"
+        in fault_summaries([_fault(at_s=14.2)], [ledger], {}, START)[0]["text"]
+    )

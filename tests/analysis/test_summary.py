@@ -300,3 +300,27 @@ def test_latencies_print_with_three_significant_digits(ms, text):
 )
 def test_strict_json_writes_what_every_parser_reads(doc, text):
     assert strict_json(doc) == text
+
+
+def test_a_step_with_a_fault_is_judged_by_it_and_left_out_of_the_baseline():
+    # step 1 had a fault (its e2e P99 500 ms); step 3's 300 ms must be judged against step 2's
+    # 2 ms (a standing queue), not against the faulted step's 500 ms
+    totals = [_totals(1, 100), _totals(2, 200), _totals(3, 300)]
+    found = _findings(totals)
+    for step, e2e_ms in ((1, 500.0), (3, 300.0)):
+        found.sketches[("e2e", step)] = _sketch(np.full(totals[step - 1]["delivered"], e2e_ms))
+    fault = {
+        "spec": "1@2s:kill:channel:1s", "step": 1, "offset_s": 2.0, "action": "kill",
+        "target": "channel", "duration_s": 1.0, "due_ns": T0 + 2 * S, "at_ns": T0 + 2 * S,
+        "back_ns": T0 + 3 * S, "pids": [1, 2], "error": None,
+    }  # fmt: skip
+    steps = [{"rate_per_s": r, "duration_s": 10} for r in (100, 200, 300)]
+    run = _run(pace={"name": "p", "spec": "x", "steps": steps}, faults=[fault])
+    doc = summary(_inputs(run), AnalyzeOptions(), found, ({}, {}))
+    assert problems(doc, SummaryDoc) == []
+    assert [s["verdict"] for s in doc["steps"]] == ["faulted", "holds", "breaks"]
+    assert "over 100 ms (5x the first step's 2)" in doc["steps"][2]["reasons"][0]
+    assert doc["breaking_point_per_s"] == 300 and doc["max_sustainable_rate_per_s"] == 200
+    assert doc["verdict"].startswith("kill channel 2 s into step 1, back after 1.00 s")
+    assert "; the other steps: breaks at 300/s" in doc["verdict"]
+    assert doc["faults"][0]["at_s"] == 2.0
