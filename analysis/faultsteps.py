@@ -65,10 +65,14 @@ def fault_ledger(
     start_ns: int,
     rows: Sequence[Mapping[str, Any]],
     e2e_p99_ms: Mapping[int, float],
+    back_ns: int | None = None,
 ) -> FaultLedger:
     """The fault done at `at_ns` in `step`: its window and its recovery, from the run's
-    per-second rows (metrics.parquet's) and each second's e2e P99. Pure."""
+    per-second rows (metrics.parquet's) and each second's e2e P99. Recovery is looked for from
+    the second its target was back in (`back_ns`: a kill's backlog may come after a few good
+    seconds of what was already on its way). Pure."""
     first = (at_ns - start_ns) // NS_PER_S
+    back = first if back_ns is None else max(first, (back_ns - start_ns) // NS_PER_S)
     band = _band_ms(rows, e2e_p99_ms, first, step)
 
     def healthy(row: Mapping[str, Any]) -> bool:
@@ -77,7 +81,7 @@ def fault_ledger(
         return row["delivered"] >= RECOVERED_RATE_SHARE * row["target_rate_per_s"] and within
 
     # Within its step: a fault's window never takes in the next step's events (or its faults).
-    paced = [r for r in rows if r["second"] >= first and r.get("step") == step]
+    paced = [r for r in rows if r["second"] >= back and r.get("step") == step]
     recovered = next(
         (
             row["second"]
@@ -87,7 +91,7 @@ def fault_ledger(
         ),
         None,
     )
-    last = max((r["second"] for r in paced), default=first)
+    last = max((r["second"] for r in rows if r.get("step") == step), default=first)
     end = recovered if recovered is not None else last + 1
     window = [r for r in rows if first <= r["second"] < end]
     peaks = [e2e_p99_ms[r["second"]] for r in window if r["second"] in e2e_p99_ms]
@@ -106,7 +110,7 @@ def fault_text(fault: FaultDoc) -> str:
     what = f"`{fault['target']}`" if fault["action"] == "exec" else fault["target"]
     text = f"{fault['action']} {what} {fault['offset_s']:g} s into step {fault['step']}"
     if fault["at_ns"] is None:
-        return f"{text}: not done (the run ended first)"
+        return f"{text}: not done ({fault['error'] or 'the run ended first'})"
     if fault["back_ns"] is not None:
         took_s = (fault["back_ns"] - fault["at_ns"]) / NS_PER_S
         text += f", {'ended' if fault['action'] == 'exec' else 'back'} after {took_s:.2f} s"
@@ -128,7 +132,7 @@ def fault_ledgers(
     return [
         None
         if fault["at_ns"] is None or start_ns is None
-        else fault_ledger(fault["at_ns"], fault["step"], start_ns, rows, p99)
+        else fault_ledger(fault["at_ns"], fault["step"], start_ns, rows, p99, fault["back_ns"])
         for fault in faults
     ]
 

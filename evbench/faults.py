@@ -41,13 +41,11 @@ class FaultInjector:
         self.exec_timeout_s = exec_timeout_s
         self.docs: list[FaultDoc] = []
         self.sut: Sut | None = None
-        self._stop = threading.Event()
+        self._cancel = threading.Event()  # no fault starts any more (the sender has ended)
+        self._stop = threading.Event()  # and those under way end now (the teardown)
+        self._lock = threading.Lock()  # between starting a command and stopping
         self._threads: list[threading.Thread] = []
         self._commands: set[int] = set()  # the user's commands running: their process groups
-        # Components are started again on this one thread, which lives as long as the process:
-        # a child is stopped by the kernel when the *thread* that started it ends
-        # (runtime.procs.die_with_parent), and each fault's thread ends once it is done.
-        self._spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fault-spawner")
 
     def arm(self, start_ns: int, steps: Sequence[PlannedStepDoc], sut: Sut | None) -> None:
         """Each fault's instant from the schedule's start and its step's offset; the threads
@@ -73,18 +71,26 @@ class FaultInjector:
         for thread in self._threads:
             thread.start()
 
+    def cancel_pending(self) -> None:
+        """The sender has ended (completed, interrupted or dead): no fault starts any more, and
+        those under way finish (a killed process is still brought back)."""
+        self._cancel.set()
+
     def stop(self) -> list[FaultDoc]:
-        """The faults not yet due cancelled, a paused process resumed; every fault's doc."""
-        self._stop.set()
-        for pid in list(self._commands):  # the run is over: a command still running is killed
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+        """The faults not yet due cancelled, those under way ended now (a paused process
+        resumed, a command killed, a process being brought back given up); every fault's doc."""
+        with self._lock:
+            self._cancel.set()
+            self._stop.set()
+            for pid in list(self._commands):  # the run is over: a command still running dies
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
         for thread in self._threads:
             thread.join(timeout=self.exec_timeout_s + 5)
         return self.docs
 
     def _run(self, fault: Fault, doc: FaultDoc) -> None:
-        if self._stop.wait(max(0.0, (doc["due_ns"] - time.time_ns()) / NS_PER_S)):
+        if self._cancel.wait(max(0.0, (doc["due_ns"] - time.time_ns()) / NS_PER_S)):
             return  # the run ended before it was due
         try:
             if fault.action == "exec":
@@ -99,18 +105,23 @@ class FaultInjector:
         sut = self.sut
         assert sut is not None  # checked before anything started: the system has the target
         role = sut.fault_targets(sut.settings)[fault.target][0]
-        doc["at_ns"] = at_ns = time.time_ns()
+        if role in sut.faulted:  # checked before the run too; a fault must never stack
+            raise RuntimeError(f"{role} is down for another fault")
         if fault.action == "pause":
             doc["pids"] = [sut.pause(role)]
-            self.echo(f"fault: {role} paused for {fault.duration_s:g} s")
-            self._stop.wait(fault.duration_s or 0.0)  # resumed early if the run ends
-            sut.resume(role)
+            doc["at_ns"] = at_ns = time.time_ns()
+            try:
+                self.echo(f"fault: {role} paused for {fault.duration_s:g} s")
+                self._stop.wait(fault.duration_s or 0.0)  # resumed early if the run ends
+            finally:
+                sut.resume(role)
         else:
             doc["pids"] = [sut.kill(role, graceful=fault.action == "restart")]
+            doc["at_ns"] = at_ns = time.time_ns()
             self.echo(f"fault: {role} {'stopped' if fault.action == 'restart' else 'killed'}")
             if self._stop.wait(fault.duration_s or 0.0):
                 return  # the run ended: not brought back
-            pid = self._spawner.submit(sut.bring_back, role).result()
+            pid = _spawner().submit(sut.bring_back, role, self._stop.is_set).result()
             doc["pids"].append(pid)
             self.on_back(role, pid)
         doc["back_ns"] = back_ns = time.time_ns()
@@ -119,18 +130,22 @@ class FaultInjector:
     def _exec(self, fault: Fault, doc: FaultDoc) -> None:
         """The user's command in a session of its own (so that all it started can be killed
         by its group), its output kept; one that outlives the bound is killed."""
-        doc["at_ns"] = at_ns = time.time_ns()
-        command = subprocess.Popen(
-            fault.target, shell=True, start_new_session=True, text=True, errors="replace",
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        doc["pids"] = [command.pid]
-        self._commands.add(command.pid)
+        with self._lock:  # `stop` either comes first (no command) or kills this one
+            if self._stop.is_set():
+                return
+            doc["at_ns"] = at_ns = time.time_ns()
+            command = subprocess.Popen(
+                fault.target, shell=True, start_new_session=True, text=True, errors="replace",
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            doc["pids"] = [command.pid]
+            self._commands.add(command.pid)
         try:
             output, _ = command.communicate(timeout=self.exec_timeout_s)
             doc["exit_code"] = command.returncode
         except subprocess.TimeoutExpired:
-            os.killpg(command.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may end at the bound itself
+                os.killpg(command.pid, signal.SIGKILL)
             output, _ = command.communicate()
             doc["exit_code"] = None
             doc["error"] = f"still running after {self.exec_timeout_s:g} s: killed"
@@ -142,3 +157,16 @@ class FaultInjector:
             doc["error"] = f"exited {doc['exit_code']}"
         took_s = (back_ns - at_ns) / NS_PER_S
         self.echo(f"fault: `{fault.target}` {doc['error'] or 'done'} in {took_s:.2f} s")
+
+
+_SPAWNER: ThreadPoolExecutor | None = None
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread that starts components again, for the life of the process: a child is
+    stopped by the kernel when the *thread* that started it ends (runtime.procs.die_with_parent),
+    a fault's thread ends once its fault is done, and an executor's worker ends with it."""
+    global _SPAWNER
+    if _SPAWNER is None:
+        _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fault-spawner")
+    return _SPAWNER

@@ -21,6 +21,7 @@ from contract.faults import FaultAction
 from loadgen.pace import Step
 
 EVERY = "every"
+MAX_SECONDS = 86_400.0  # an offset or duration past a day is a typo, not a fault
 EXEC_TIMEOUT_S = 60.0  # a user's command that takes longer is killed, and the run goes on
 _SECONDS = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s)?$")
 _LAB_ACTIONS: tuple[FaultAction, ...] = ("kill", "pause", "restart")
@@ -43,8 +44,8 @@ def _seconds(text: str, what: str, spec: str) -> float:
     if not found:
         raise ValueError(f"fault '{spec}': {what} '{text}' is not a time: use 5, 5s or 500ms")
     value = float(found["number"]) / (1000 if found["unit"] == "ms" else 1)
-    if not math.isfinite(value):
-        raise ValueError(f"fault '{spec}': {what} '{text}' is not finite")
+    if not math.isfinite(value) or value > MAX_SECONDS:
+        raise ValueError(f"fault '{spec}': {what} '{text}' is over a day ({MAX_SECONDS:g} s)")
     return value
 
 
@@ -104,9 +105,10 @@ def check_faults(
     targets: Mapping[str, tuple[str, tuple[str, ...]]],
     system: str,
 ) -> None:
-    """Each fault falls inside its step, and each lab fault names a process of `system` that
-    takes its action (`targets`: the names it answers to, aliases included -> (its role, the
-    actions it takes); suts.driver.Sut.fault_targets)."""
+    """Each fault begins and ends inside its step (a fault outlasting its step would be read as
+    the next step's capacity), each lab fault names a process of `system` that takes its action
+    (`targets`: the names it answers to, aliases included -> (its role, the actions it takes);
+    suts.driver.Sut.fault_targets), and no two faults hold one process at once."""
     for fault in faults:
         where = f"fault '{fault.spec}'"
         if fault.step is not None and fault.step > len(steps):
@@ -115,22 +117,51 @@ def check_faults(
             (steps[fault.step - 1],) if fault.step is not None else steps,
             key=lambda step: step.duration_s,
         )
-        if fault.offset_s >= shortest.duration_s:
+        ends_s = fault.offset_s + (fault.duration_s or 0.0)
+        if fault.offset_s >= shortest.duration_s or ends_s >= shortest.duration_s:
             raise ValueError(
-                f"{where}: offset {fault.offset_s:g} s is past the step's {shortest.duration_s} s"
+                f"{where}: it must begin and end inside its step of {shortest.duration_s} s "
+                f"(here it {'ends at' if fault.duration_s else 'begins at'} {ends_s:g} s)"
             )
-        if fault.action == "exec":
-            continue
-        if not targets:
-            raise ValueError(f"{where}: {system} has no processes of the lab's to fault; on "
-                             "your own system use --fault-exec with your own command")  # fmt: skip
-        if fault.target not in targets:
-            names = ", ".join(sorted(targets))
-            raise ValueError(f"{where}: {system} has no '{fault.target}': choose from {names}")
-        role, actions = targets[fault.target]
-        if fault.action not in actions:
-            raise ValueError(f"{where}: {system}'s {role} can only be faulted with "
-                             f"{', '.join(actions)}")  # fmt: skip
+        if fault.action != "exec":
+            _check_target(fault, targets, system)
+    _check_overlaps([f for f in faults if f.action != "exec"], targets)
+
+
+def _check_target(
+    fault: Fault, targets: Mapping[str, tuple[str, tuple[str, ...]]], system: str
+) -> None:
+    where = f"fault '{fault.spec}'"
+    if not targets:
+        raise ValueError(f"{where}: {system} has no processes of the lab's to fault; on "
+                         "your own system use --fault-exec with your own command")  # fmt: skip
+    if fault.target not in targets:
+        names = ", ".join(sorted(targets))
+        raise ValueError(f"{where}: {system} has no '{fault.target}': choose from {names}")
+    role, actions = targets[fault.target]
+    if fault.action not in actions:
+        raise ValueError(f"{where}: {system}'s {role} can only be faulted with "
+                         f"{', '.join(actions)}")  # fmt: skip
+
+
+def _check_overlaps(
+    faults: Sequence[Fault], targets: Mapping[str, tuple[str, tuple[str, ...]]]
+) -> None:
+    """Two faults on one process (aliases resolved) in one step may not overlap: the second
+    would act on a process the first has killed or stopped. (`every` is in each step.)"""
+    for i, one in enumerate(faults):
+        for other in faults[i + 1 :]:
+            same_step = one.step is None or other.step is None or one.step == other.step
+            if not same_step or targets[one.target][0] != targets[other.target][0]:
+                continue
+            first, second = sorted((one, other), key=lambda f: f.offset_s)
+            # a restart is down for as long as it takes to start again: leave a second for it
+            held_s = first.duration_s if first.duration_s is not None else 1.0
+            if second.offset_s <= first.offset_s + held_s:
+                raise ValueError(
+                    f"faults '{one.spec}' and '{other.spec}' hold the same process at once: "
+                    "put one after the other has ended"
+                )
 
 
 def per_step(faults: Sequence[Fault], steps: int) -> list[Fault]:

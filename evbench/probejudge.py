@@ -98,11 +98,19 @@ def verdict_of(
 ) -> Verdict:
     """The reports' rule, then the objective: a probe that holds by the rule but misses the
     objective breaks, with the objective's reason. Where the system is the instruments (direct:
-    the receiver), where it breaks the instruments do: sender-limited. Pure."""
-    found = judge(fig, thresholds)
+    the receiver), where it breaks (by the rule or the objective) the instruments do:
+    sender-limited. Pure."""
+    found = _by_rule_and_objective(fig, thresholds, objective)
     if found.verdict == BREAKS and instruments_only:
         why = "the system is the instruments (the receiver), so its limit is theirs"
         return replace(found, verdict=SENDER_LIMITED, reasons=(*found.reasons, why))
+    return found
+
+
+def _by_rule_and_objective(
+    fig: StepFigures, thresholds: Thresholds, objective: Objective
+) -> Verdict:
+    found = judge(fig, thresholds)
     if found.verdict != HOLDS:
         return found
     missed = []

@@ -76,6 +76,7 @@ def _drive(
         session, interrupts, session.sender_settings(opts.pace.spec), "sender",
         len(opts.pace.steps), live, lambda line: _started(session, line, faults),
     )  # fmt: skip
+    faults.cancel_pending()  # none after the sender: not during the stragglers, nor a Ctrl-C
     summary = end.done
     session.sender_ended(summary)
     if end.failure:

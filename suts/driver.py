@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -149,9 +150,16 @@ class Sut:
         self.readiness["waited_s"] = round(time.monotonic() - started, 3)
         return self.readiness
 
-    def _ready(self, client: httpx.Client, role: str, part: Started, deadline: float) -> object:
+    def _ready(
+        self,
+        client: httpx.Client,
+        role: str,
+        part: Started,
+        deadline: float,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> object:
         """What one component's /ready says once it answers 200."""
-        while True:
+        while not cancelled():
             if not part.child.alive():
                 raise EvbenchError(
                     f"{self.name} {role} exited before it was ready:\n{part.child.tail()}"
@@ -168,6 +176,7 @@ class Sut:
                     f"{self.settings.ready_timeout_s:g} s; see {part.child.log_path}"
                 )
             time.sleep(0.1)
+        raise EvbenchError(f"{self.name} {role}: the run ended before it was ready")
 
     def processes(self) -> dict[str, int]:
         pids = {role: part.child.pid for role, part in self.components.items()}
@@ -231,13 +240,16 @@ class Sut:
     def pause(self, role: str) -> int:
         """SIGSTOP; the pid stopped."""
         pid = self._pid(role)
-        self.faulted.add(role)
         os.kill(pid, signal.SIGSTOP)
+        self.faulted.add(role)
         return pid
 
     def resume(self, role: str) -> None:
-        os.kill(self._pid(role), signal.SIGCONT)
-        self.faulted.discard(role)
+        """SIGCONT; from here on its death (even while it was stopped) is a death again."""
+        try:
+            os.kill(self._pid(role), signal.SIGCONT)
+        finally:
+            self.faulted.discard(role)
 
     def kill(self, role: str, graceful: bool = False) -> int:
         """SIGKILL (graceful: SIGTERM, as a restart stops it), waited for; the pid that died."""
@@ -250,9 +262,10 @@ class Sut:
             part.child.wait(10)
         return part.child.pid
 
-    def bring_back(self, role: str) -> int:
+    def bring_back(self, role: str, cancelled: Callable[[], bool] = lambda: False) -> int:
         """The component started again where it listened (its upstream knows only that
-        address), once ready; its new pid. From here on its death is a death again."""
+        address), once ready (or `cancelled`: the run is ending); its new pid. From here on its
+        death is a death again."""
         old = self.components[role]
         assert old.settings is not None  # every component is started by _component
         argv = [sys.executable, "-m", "suts", *old.settings.argv()]
@@ -262,7 +275,7 @@ class Sut:
             self._listening(role, child)
             deadline = time.monotonic() + self.settings.ready_timeout_s
             with httpx.Client(timeout=2.0) as client:
-                self._ready(client, role, self.components[role], deadline)
+                self._ready(client, role, self.components[role], deadline, cancelled)
         finally:
             self.faulted.discard(role)
         return child.pid

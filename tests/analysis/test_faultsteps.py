@@ -142,16 +142,17 @@ def test_each_fault_done_is_marked_with_a_line_and_a_band_to_its_recovery():
     from analysis.figures import mark_faults
 
     faults = [_fault(step=2), _fault(step=2, at_s=None, back_s=None), _fault(step=1, at_s=2.0)]
-    ledgers = [fault_ledger(START + 12 * S, 2, START, _seconds([100] * 6), {}), None, None]
+    ledger = fault_ledger(START + 12 * S, 2, START, _seconds([100] * 6), {}, START + 134 * S // 10)
+    ledgers = [ledger, None, None]
     summaries = fault_summaries(faults, ledgers, {}, START)
     figure = go.Figure()
     mark_faults(figure, summaries)
     lines = [(s.x0, s.line.dash) for s in figure.layout.shapes if s.type == "line"]
     bands = [(s.x0, s.x1) for s in figure.layout.shapes if s.type == "rect"]
     assert lines == [(2.0, "dot"), (12.0, "dot")]  # the fault never done is not drawn
-    # recovered at once (second 12 is healthy): no band; the other has none either, so its
-    # target's return bounds it
-    assert bands == [(2.0, 13.4)]
+    # step 2's: to its recovery (second 13, the one its target came back in, and the next two
+    # healthy); step 1's has no seconds here, so its target's return bounds it
+    assert bands == [(2.0, 13.4), (12.0, 13.0)]
     assert [a.text for a in figure.layout.annotations] == ["kill dispatcher"] * 2
 
 
@@ -177,6 +178,16 @@ def test_faults_at_several_rates_are_drawn_against_the_rate():
                                      {"step": 2, "target_rate_per_s": 100}]}  # fmt: skip
     assert "fault-costs" not in faults_section(one_rate)
     assert faults_section({"faults": [], "steps": []}) == ""
+
+
+def test_recovery_is_looked_for_from_the_targets_return():
+    # the user's command took the system down a while after it ran: the seconds right after
+    # the fault (what was already on its way) are no recovery
+    rows = _seconds([100] * 5 + [0, 0] + [100] * 5)  # seconds 15 and 16 deliver nothing
+    late = fault_ledger(START + 12 * S, 2, START, rows, {}, back_ns=START + int(16.5 * S))
+    assert late.recovered_second == 17 and late.recovered_after_s == pytest.approx(5.0)
+    assert late.scheduled == 500  # its window: seconds 12 to 16
+    assert fault_ledger(START + 12 * S, 2, START, rows, {}).recovered_second == 12  # without
 
 
 def test_a_faults_window_ends_with_its_step():

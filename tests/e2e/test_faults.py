@@ -18,9 +18,10 @@ from contract.documents import RunDoc, SummaryDoc, problems
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from contract.senderlines import PlannedStepDoc
 from evbench.faults import FaultInjector
-from evbench.faultspec import parse_fault_exec
+from evbench.faultspec import parse_fault, parse_fault_exec
 from runtime.parquet import read_parts
 from runtime.procs import die_with_parent
+from suts.lab import LabSettings, make_sut
 from tests.browser import console_errors, evaluate
 from tests.conftest import wait_until
 
@@ -47,7 +48,7 @@ def test_the_users_commands_run_at_their_instant_and_one_that_hangs_is_killed(tm
         parse_fault_exec("1@0.2s:echo said; echo warned >&2; exit 3"),
         # a command that starts a child of its own and hangs: the group is killed at the bound
         parse_fault_exec(f"1@0.2s:sleep 60 & echo $! > {pid_file}; sleep 60"),
-        parse_fault_exec("1@60s:touch never"),  # due after the run: never run
+        parse_fault_exec(f"1@60s:touch {tmp_path / 'never'}"),  # due after the run: never run
     ]
     lines: list[str] = []
     injector = FaultInjector(faults, lines.append, exec_timeout_s=1.0)
@@ -73,13 +74,13 @@ def test_a_dispatcher_killed_and_paused_mid_step_is_brought_back(tmp_path):
     # channel-imc: ingress, queue and dispatcher are one process (the channel), so while it is
     # down the sender's requests fail; it comes back where it listened and delivers again.
     done = subprocess.run(
-        [sys.executable, "-m", "evbench", "run", "--sut", "channel-imc", "--pace", "200:5,200:8",
+        [sys.executable, "-m", "evbench", "run", "--sut", "channel-imc", "--pace", "200:5,200:15",
          "--fault", "1@2s:pause:channel:500ms", "--fault", "2@2s:kill:dispatcher:1s",
          "--runs-dir", str(tmp_path), "--run-id", "f"],
         capture_output=True, text=True, timeout=180, preexec_fn=die_with_parent,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    sut_dir = tmp_path / "f-200x5-200x8" / "channel-imc"
+    sut_dir = tmp_path / "f-200x5-200x15" / "channel-imc"
     run = json.loads((sut_dir / "run.json").read_text())
     assert problems(run, RunDoc) == []
     assert run["status"] == "completed" and not run.get("sut_deaths"), run.get("sut_deaths")
@@ -116,7 +117,8 @@ def test_a_dispatcher_killed_and_paused_mid_step_is_brought_back(tmp_path):
     assert ledger["step_send_failures"] >= ledger["window_send_failures"] >= failed_while_down
     # back in rate and latency within seconds of coming back (three healthy seconds in a row)
     back_after_s = (killed["back_ns"] - killed["at_ns"]) / NS_PER_S
-    assert back_after_s - 1 <= ledger["recovered_after_s"] <= back_after_s + 3, ledger
+    assert ledger["recovered_after_s"] is not None, ledger  # 12 s of the step were left
+    assert back_after_s - 1 <= ledger["recovered_after_s"] <= back_after_s + 5, ledger
     assert summary["verdict"].startswith("pause channel 2 s into step 1"), summary["verdict"]
     # The report, drawn by Chromium: both faults on the main graph's and the resources' axes.
     marks = (
@@ -156,16 +158,17 @@ def test_a_users_system_is_faulted_with_the_users_own_command(tmp_path):
              "--runs-dir", str(tmp_path), "--run-id", "x"],
             capture_output=True, text=True, timeout=180, preexec_fn=die_with_parent,
         )  # fmt: skip
+        killed_by_the_command = hop.poll()
     finally:
         hop.kill()
         hop.wait(10)
+    assert killed_by_the_command == -9  # the user's command did it, not this test
     assert done.returncode == 0, done.stderr
     run = json.loads((tmp_path / "x-200x4" / "external" / "run.json").read_text())
     assert problems(run, RunDoc) == []
     (fault,) = run["faults"]
     assert fault["action"] == "exec" and fault["exit_code"] == 0 and fault["error"] is None
     assert fault["due_ns"] == run["schedule"]["start_ns"] + 2 * NS_PER_S
-    assert hop.returncode == -9  # the user's command did it
     sent = read_parts(tmp_path / "x-200x4" / "external" / "sent", SENT_FIELDS)
     before = pc.less(sent["intended_ns"], fault["at_ns"])
     ok = pc.equal(sent["status"], 202)
@@ -178,3 +181,25 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_stopping_resumes_a_paused_process_and_cancels_the_faults_not_yet_due(tmp_path):
+    sut = make_sut("channel-imc", LabSettings(), tmp_path / "logs", "t")
+    sut.start("http://127.0.0.1:9/")  # nothing is sent: no subscriber needed
+    try:
+        faults = [parse_fault("1@0s:pause:channel:60s"), parse_fault("1@30s:kill:channel")]
+        injector = FaultInjector(faults, lambda line: None)
+        injector.arm(time.time_ns(), STEPS, sut)
+        paused, later = injector.docs
+        pid = wait_until(lambda: paused["at_ns"] and paused["pids"][0], 10, "the pause")
+        assert _state(pid) == "T" and "channel" in sut.faulted
+        injector.stop()  # the run ends long before the pause would
+        assert _state(pid) != "T" and "channel" not in sut.faulted and sut.dead() == []
+        assert paused["back_ns"] is not None and later["at_ns"] is None and later["pids"] == []
+    finally:
+        sut.stop()
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

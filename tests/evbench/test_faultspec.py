@@ -63,11 +63,15 @@ KAFKA = driver_for("channel-kafka").fault_targets(LabSettings())
     ("spec", "targets", "system", "says"),
     [
         ("1@9s:kill:dispatcher", IMC, "channel-imc", None),  # an alias of the channel
-        ("2@3.9s:pause:channel:1s", IMC, "channel-imc", None),
+        ("2@2.9s:pause:channel:1s", IMC, "channel-imc", None),
+        # a fault outlasting its step would be read as the next step's capacity
+        ("2@3.5s:pause:channel:1s", IMC, "channel-imc",
+         "end inside its step of 4 s.*ends at 4.5"),
         ("every@3s:kill:dispatcher", KAFKA, "channel-kafka", None),
-        ("every@5s:kill:dispatcher", KAFKA, "channel-kafka", "offset 5 s is past the step's 4 s"),
+        ("every@5s:kill:dispatcher", KAFKA, "channel-kafka",
+         "inside its step of 4 s \\(here it begins at 5 s"),
         ("3@1s:kill:dispatcher", IMC, "channel-imc", "the pace has 2 step"),
-        ("1@10s:kill:dispatcher", IMC, "channel-imc", "offset 10 s is past the step's 10 s"),
+        ("1@10s:kill:dispatcher", IMC, "channel-imc", "inside its step of 10 s"),
         ("1@1s:kill:ingress", IMC, "channel-imc", "has no 'ingress': choose from channel, "
          "dispatcher"),
         ("1@1s:pause:broker:1s", KAFKA, "channel-kafka", None),
@@ -82,6 +86,30 @@ def test_faults_are_checked_against_the_pace_and_the_system(spec, targets, syste
     else:
         with pytest.raises(ValueError, match=says):
             check_faults(faults, PACE, targets, system)
+
+
+@pytest.mark.parametrize(
+    ("specs", "overlap"),
+    [
+        (["1@1s:pause:channel:5s", "1@2s:kill:dispatcher"], True),  # an alias: one process
+        (["1@1s:pause:channel:1s", "1@2.5s:kill:dispatcher"], False),  # one after the other
+        (["every@1s:kill:channel:2s", "2@2s:pause:channel:1s"], True),  # every: in step 2 too
+        (["1@1s:kill:channel:2s", "2@2s:pause:channel:1s"], False),  # other steps
+        (["1@1s:restart:channel", "1@1.5s:kill:channel"], True),  # a restart holds it a second
+    ],
+)
+def test_two_faults_may_not_hold_one_process_at_once(specs, overlap):
+    faults = [parse_fault(spec) for spec in specs]
+    if overlap:
+        with pytest.raises(ValueError, match="hold the same process at once"):
+            check_faults(faults, PACE, IMC, "channel-imc")
+    else:
+        check_faults(faults, PACE, IMC, "channel-imc")
+
+
+def test_a_time_past_a_day_is_a_typo():
+    with pytest.raises(ValueError, match="duration '10000000000s' is over a day"):
+        parse_fault("1@1s:pause:channel:10000000000s")
 
 
 def test_a_command_is_checked_against_the_pace_only():

@@ -117,6 +117,10 @@ def test_where_the_system_is_the_instruments_a_break_is_theirs():
     v = verdict_of(figures, Thresholds(), NO_OBJECTIVE, instruments_only=True)
     assert v.verdict == "sender-limited" and "100 lost of 1000 acked" in v.reasons[0]
     assert "the system is the instruments" in v.reasons[-1]
+    # a miss of the objective is the instruments' too (their latency, not the system's)
+    slow, _ = verdict(records(latency_ms=lambda i: 30.0))
+    missed = verdict_of(slow, Thresholds(), parse_objective("e2e-p99<=20ms"), instruments_only=True)
+    assert missed.verdict == "sender-limited" and "over the objective's 20 ms" in missed.reasons[0]
     held, _ = verdict(records())  # a probe that holds is not touched
     assert verdict_of(held, Thresholds(), NO_OBJECTIVE, instruments_only=True).verdict == "holds"
 
