@@ -57,30 +57,32 @@ def _argument(parse: Callable[[str], Fault]) -> Callable[[str], Fault]:
     return checked
 
 
-def _add_fault_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument(
-        "--fault",
-        type=_argument(parse_fault),
-        action="append",
-        default=[],
-        metavar="STEP@OFFSET:ACTION:TARGET[:DURATION]",
-        help="inject a fault into a lab system during step STEP (or `every` step), OFFSET "
-        "(5s, 500ms) after its first slot (repeatable): kill (SIGKILL, brought back after "
-        "DURATION, default at once), pause (SIGSTOP for DURATION) or restart (a graceful stop "
-        "and a new start) TARGET, one of the system's processes by role (ingress, channel, "
-        "dispatcher, filter, adapter, broker). run.json records when each was done and when "
-        "its target was back, e.g. 2@5s:kill:dispatcher:1s",
-    )
-    run.add_argument(
-        "--fault-exec",
-        type=_argument(parse_fault_exec),
-        action="append",
-        default=[],
-        metavar="STEP@OFFSET:COMMAND",
-        help="run your own shell COMMAND at that instant (repeatable), e.g. 2@5s:kubectl delete "
-        f"pod -l app=dispatcher; its exit code, time and output go to run.json, and one still "
+# (flag, parser, metavar, help): both repeatable, each value read and checked by its parser.
+_FAULT_FLAGS = (
+    (
+        "--fault", parse_fault, "STEP@OFFSET:ACTION:TARGET[:DURATION]",
+        "inject a fault into a lab system during step STEP (or `every` step), OFFSET (5s, "
+        "500ms) after its first slot (repeatable): kill (SIGKILL, brought back after DURATION, "
+        "default at once), pause (SIGSTOP for DURATION) or restart (a graceful stop and a new "
+        "start) TARGET, one of the system's processes by role (ingress, channel, dispatcher, "
+        "filter, adapter, broker); it must begin and end inside its step. run.json records "
+        "when each was done and when its target was back, e.g. 2@5s:kill:dispatcher:1s",
+    ),
+    (
+        "--fault-exec", parse_fault_exec, "STEP@OFFSET:COMMAND",
+        "run your own shell COMMAND at that instant (repeatable), e.g. 2@5s:kubectl delete pod "
+        "-l app=dispatcher; its exit code, time and output go to run.json, and one still "
         f"running after {EXEC_TIMEOUT_S:g} s is killed; neither stops the run",
-    )
+    ),
+)  # fmt: skip
+
+
+def _add_fault_arguments(run: argparse.ArgumentParser) -> None:
+    for flag, parse, metavar, help_text in _FAULT_FLAGS:
+        run.add_argument(
+            flag, type=_argument(parse), action="append", default=[], metavar=metavar,
+            help=help_text,
+        )  # fmt: skip
 
 
 def _faults(
