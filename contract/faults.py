@@ -7,7 +7,8 @@ analysis, which places every fault on the run's time axis."""
 from typing import Literal, NotRequired, TypedDict
 
 FaultAction = Literal["kill", "pause", "restart", "exec"]
-FAULT_ACTIONS: tuple[FaultAction, ...] = ("kill", "pause", "restart", "exec")
+# What `--fault` does to a lab process (`exec` is `--fault-exec`'s, the user's own command).
+LAB_FAULT_ACTIONS: tuple[FaultAction, ...] = ("kill", "pause", "restart")
 
 
 class FaultDoc(TypedDict):

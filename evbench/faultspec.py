@@ -17,14 +17,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from contract.faults import FaultAction
+from contract.faults import LAB_FAULT_ACTIONS, FaultAction
 from loadgen.pace import Step
 
 EVERY = "every"
 MAX_SECONDS = 86_400.0  # an offset or duration past a day is a typo, not a fault
 EXEC_TIMEOUT_S = 60.0  # a user's command that takes longer is killed, and the run goes on
 _SECONDS = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s)?$")
-_LAB_ACTIONS: tuple[FaultAction, ...] = ("kill", "pause", "restart")
 FAULT_HELP = "STEP@OFFSET:ACTION:TARGET[:DURATION], e.g. 2@5s:kill:dispatcher:1s"
 FAULT_EXEC_HELP = "STEP@OFFSET:COMMAND, e.g. 2@5s:kubectl delete pod -l app=dispatcher"
 
@@ -72,8 +71,8 @@ def parse_fault(text: str) -> Fault:
     action, _, rest = rest.partition(":")
     target, _, duration_text = rest.partition(":")
     action, target = action.strip(), target.strip()
-    if action not in _LAB_ACTIONS:
-        choose = ", ".join(_LAB_ACTIONS)
+    if action not in LAB_FAULT_ACTIONS:
+        choose = ", ".join(LAB_FAULT_ACTIONS)
         raise ValueError(
             f"fault '{text}': action '{action}' is not one of {choose} (a command of your own: "
             "--fault-exec)"

@@ -30,6 +30,7 @@ import httpx
 
 from contract.documents import SutDescription
 from contract.errors import EvbenchError
+from contract.faults import LAB_FAULT_ACTIONS
 from contract.receiverlines import parse_component_line
 from runtime.procs import Child
 from suts.flags import ComponentSettings
@@ -50,7 +51,7 @@ class Started:
 
 # What a fault may do to each kind of process: a component is started again where it listened;
 # the lab's broker keeps its records in memory, so only a pause leaves it the same broker.
-COMPONENT_ACTIONS: tuple[str, ...] = ("kill", "pause", "restart")
+COMPONENT_ACTIONS: tuple[str, ...] = LAB_FAULT_ACTIONS
 BROKER_ACTIONS: tuple[str, ...] = ("pause",)
 
 
