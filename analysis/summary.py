@@ -278,7 +278,8 @@ def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:
 def baseline_e2e_p99_ms(
     totals: Sequence[StepTotals], sketches: Mapping[tuple[str, int], Sketch], min_events: int
 ) -> float | None:
-    """E2E P99 of the pace's first step with enough deliveries: the system before the load."""
+    """E2E P99 of the pace's first step with enough deliveries (among `totals`: the steps without
+    a fault): the system before the load."""
     for total in sorted(totals, key=lambda t: t["step"]):
         if total["step"] < 1:
             continue

@@ -14,7 +14,7 @@ A step is judged so:
    max(`latency_rise_min_ms`, `latency_rise_ratio` x the step's median) (a positive slope that
    does not flatten: a queue growing without bound); or end-to-end P99 above
    max(`latency_inflation_min_ms`, `latency_inflation_ratio` x the baseline P99), the baseline
-   being the P99 of the pace's first step (a standing queue: the system delivers the rate, but
+   being the P99 of the pace's first step with enough deliveries and no fault (a standing queue: the system delivers the rate, but
    seconds late). When the sender missed the pace, what its shortfall explains is forgiven:
    `sender_excuse_ratio` x its lag p99 of latency (end-to-end latency counts from the intended
    time, so a late sender shows there by about its lateness), and the rate it did not offer;
@@ -128,7 +128,7 @@ class StepFigures:
     # None means the target rate.
     expected_delivery_rate_per_s: float | None = None
     e2e_p99_ms: float | None = None
-    baseline_e2e_p99_ms: float | None = None  # the first step's: how the system does unloaded
+    baseline_e2e_p99_ms: float | None = None  # the first judged step's, unloaded
     inflight_cap_refused: int = 0  # of send_failures: slots the sender's in-flight cap refused
 
 
@@ -202,7 +202,7 @@ def system_breaks(fig: StepFigures, t: Thresholds, excused: bool) -> list[str]:
         if fig.e2e_p99_ms > allowed + forgiven_ms:
             broken.append(
                 f"e2e P99 {fig.e2e_p99_ms:.0f} ms, over {allowed:.0f} ms "
-                f"({t.latency_inflation_ratio:g}x the first step's {fig.baseline_e2e_p99_ms:.0f})"
+                f"({t.latency_inflation_ratio:g}x the baseline {fig.baseline_e2e_p99_ms:.0f})"
             )
     return broken
 

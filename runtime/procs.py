@@ -33,19 +33,30 @@ def raise_fd_limit(wanted: int) -> int:
     return soft
 
 
-def die_with_parent() -> None:
+def die_with_parent(death_signal: int = signal.SIGTERM) -> None:
     # Own session: a Ctrl-C reaches only `evbench run`, which decides how each child stops.
     os.setsid()
     # If `evbench run` itself is killed, the kernel stops its children instead of orphaning them.
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, death_signal)
+
+
+def die_with_parent_at_once() -> None:
+    """For the system's components, which a fault may hold stopped (SIGSTOP): a SIGTERM would
+    wait, pending, on a stopped process for ever; SIGKILL ends it, stopped or not."""
+    die_with_parent(signal.SIGKILL)
 
 
 class Child:
     """A child whose stdout carries JSON lines; stderr goes to a log file kept with the run."""
 
     def __init__(
-        self, name: str, argv: Sequence[str], log_path: Path, env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        preexec: Callable[[], None] = die_with_parent,
     ) -> None:
         self.name = name
         self.log_path = log_path
@@ -56,7 +67,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=self._log,
             stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+            preexec_fn=preexec,
             text=True,
             bufsize=1,
             env=env,

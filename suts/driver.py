@@ -32,7 +32,7 @@ from contract.documents import SutDescription
 from contract.errors import EvbenchError
 from contract.faults import LAB_FAULT_ACTIONS
 from contract.receiverlines import parse_component_line
-from runtime.procs import Child
+from runtime.procs import Child, die_with_parent_at_once
 from suts.flags import ComponentSettings
 from suts.settings import DEFAULT_TRIGGER, LabSettings
 from suts.tansu import Tansu, create_topic
@@ -124,9 +124,8 @@ class Sut:
         settings = ComponentSettings(
             kind, host=self.host, port=0, **{"lab": self.settings, **given}
         )
-        child = Child(
-            role, [sys.executable, "-m", "suts", *settings.argv()], self.logs / f"{role}.log"
-        )
+        argv = [sys.executable, "-m", "suts", *settings.argv()]
+        child = Child(role, argv, self.logs / f"{role}.log", preexec=die_with_parent_at_once)
         self.components[role] = Started(child, "")
         port = self._listening(role, child)
         url = f"http://{self.host}:{port}/"
@@ -270,7 +269,7 @@ class Sut:
         old = self.components[role]
         assert old.settings is not None  # every component is started by _component
         argv = [sys.executable, "-m", "suts", *old.settings.argv()]
-        child = Child(role, argv, old.child.log_path)
+        child = Child(role, argv, old.child.log_path, preexec=die_with_parent_at_once)
         self.components[role] = Started(child, old.url, old.settings)
         try:
             self._listening(role, child)

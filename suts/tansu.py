@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from contract.errors import EvbenchError
-from runtime.procs import die_with_parent
+from runtime.procs import die_with_parent_at_once
 
 
 def broker_binary() -> str:
@@ -72,7 +72,7 @@ class Tansu:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    preexec_fn=die_with_parent,
+                    preexec_fn=die_with_parent_at_once,
                 )
             self.bootstrap = f"{self.host}:{port}"
             if self._wait_ready(timeout_s):

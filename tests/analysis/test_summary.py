@@ -319,7 +319,7 @@ def test_a_step_with_a_fault_is_judged_by_it_and_left_out_of_the_baseline():
     doc = summary(_inputs(run), AnalyzeOptions(), found, ({}, {}))
     assert problems(doc, SummaryDoc) == []
     assert [s["verdict"] for s in doc["steps"]] == ["faulted", "holds", "breaks"]
-    assert "over 100 ms (5x the first step's 2)" in doc["steps"][2]["reasons"][0]
+    assert "over 100 ms (5x the baseline 2)" in doc["steps"][2]["reasons"][0]
     assert doc["breaking_point_per_s"] == 300 and doc["max_sustainable_rate_per_s"] == 200
     assert doc["verdict"].startswith("kill channel 2 s into step 1, back after 1.00 s")
     assert "; the other steps: breaks at 300/s" in doc["verdict"]

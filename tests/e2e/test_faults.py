@@ -203,3 +203,44 @@ def test_stopping_resumes_a_paused_process_and_cancels_the_faults_not_yet_due(tm
 def _state(pid: int) -> str:
     """The process's state letter in /proc (T: stopped)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+_PAUSER = """
+import sys, time
+from pathlib import Path
+from evbench.faults import FaultInjector
+from evbench.faultspec import parse_fault
+from suts.lab import LabSettings, make_sut
+from tests.e2e.test_faults import STEPS
+sut = make_sut("channel-imc", LabSettings(), Path(sys.argv[1]), "t")
+sut.start("http://127.0.0.1:9/")
+injector = FaultInjector([parse_fault("1@0s:pause:channel:60s")], lambda line: None)
+injector.arm(time.time_ns(), STEPS, sut)
+while not injector.docs[0]["pids"]:
+    time.sleep(0.05)
+print(injector.docs[0]["pids"][0], flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_paused_component_dies_with_an_orchestrator_killed_outright(tmp_path):
+    # SIGKILL leaves evbench no teardown to resume what it paused: the component's death signal
+    # must end it, stopped as it is (a SIGTERM would wait, pending, on a stopped process).
+    orchestrator = subprocess.Popen(
+        [sys.executable, "-c", _PAUSER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[2], preexec_fn=die_with_parent,
+    )  # fmt: skip
+    try:
+        pid = int(orchestrator.stdout.readline())
+        wait_until(lambda: _state(pid) == "T", 10, "the pause")
+    finally:
+        orchestrator.kill()
+        orchestrator.wait(10)
+    wait_until(lambda: _gone(pid), 10, "the paused channel's end")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return _state(pid) == "Z"  # dead, not yet reaped by its new parent
+    except FileNotFoundError:
+        return True
