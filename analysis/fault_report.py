@@ -57,6 +57,31 @@ def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int
     return figure
 
 
+def faults_brief(faults: Sequence[FaultSummaryDoc]) -> str:
+    """One cell for the index and `compare`: how many faults were done, how soon the system
+    recovered from them, and what they cost (in their windows; duplicates in their steps, each
+    step once). `-` for a run without faults. Pure."""
+    if not faults:
+        return "-"
+    done = [f for f in faults if f["at_s"] is not None]
+    if not done:
+        return f"{len(faults)} given, none done"
+    times = sorted(t for f in done if (t := f["recovered_after_s"]) is not None)
+    span = "" if not times else f"{times[0]:.1f}" + (f"-{times[-1]:.1f}" if len(times) > 1 else "")
+    if len(times) == len(done):
+        recovered = f"recovered in {span} s"
+    else:
+        recovered = f"{len(times)} of {len(done)} recovered" + (f" (in {span} s)" if times else "")
+    failed = sum(f["window_send_failures"] or 0 for f in done)
+    lost = sum(f["window_lost"] or 0 for f in done)
+    duplicates = sum({f["step"]: f["step_duplicates"] or 0 for f in done}.values())
+    noun = "fault" if len(done) == 1 else "faults"
+    return (
+        f"{len(done)} {noun}: {recovered}; {failed:,} failed, {lost:,} lost, "
+        f"{duplicates:,} duplicates"
+    )
+
+
 def faults_section(summary: SummaryDoc) -> str:
     """The Faults section, or nothing for a run without faults."""
     faults = summary.get("faults") or []

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from analysis.fault_report import faults_section
+from analysis.fault_report import faults_brief, faults_section
 from analysis.faultsteps import FAULTED
 from analysis.figures import (
     comparison,
@@ -284,19 +284,23 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     rows: list[str] = []
     graphs: list[str] = []
     summaries: list[SummaryDoc] = []
-    for sut_dir in sut_dirs:
-        layout = SutDir(sut_dir)
-        summary, metrics, cumulative, _ = _load(layout)
+    loaded = [(SutDir(sut_dir), _load(SutDir(sut_dir))) for sut_dir in sut_dirs]
+    # A faults column only where a system had faults: the index of a plain run is as it was.
+    faulted = any(summary.get("faults") for _, (summary, *_) in loaded)
+    for layout, (summary, metrics, cumulative, _) in loaded:
         summaries.append(summary)
         counts = summary["counts"]
         link = href(layout.report_html, run_dir)
+        faults = summary.get("faults") or []
         rows.append(
             f"<tr class='{_verdict_class(summary)}'>"
             f"<td class='text'><a href='{link}'>{cell(summary['sut'])}</a></td>"
             f"<td class='text'>{cell(headline(summary))}</td>"
             f"<td>{cell(_latency_cell(summary['latency_ms']['e2e']))}</td>"
             f"<td>{cell(counts['send_failures'])}</td><td>{cell(counts['lost'])}</td>"
-            f"<td>{cell(counts['duplicates'])}</td></tr>"
+            f"<td>{cell(counts['duplicates'])}</td>"
+            + (f"<td class='text'>{cell(faults_brief(faults))}</td>" if faulted else "")
+            + "</tr>"
         )
         figure = six_series(
             metrics,
@@ -311,7 +315,9 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     body = (
         f"<h1>{html.escape(run_dir.name)}</h1>{_index_banners(summaries)}"
         "<table><tr><th>SUT</th><th>verdict</th>"
-        "<th>end-to-end</th><th>send failures</th><th>lost</th><th>duplicates</th></tr>"
+        "<th>end-to-end</th><th>send failures</th><th>lost</th><th>duplicates</th>"
+        + ("<th>faults</th>" if faulted else "")
+        + "</tr>"
         + "".join(rows)
         + "</table><div class='grid'>"
         + "".join(graphs)
@@ -347,6 +353,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
                     "send_failures": summary["counts"]["send_failures"],
                     "lost": summary["counts"]["lost"],
                     "searched": "search" in summary,
+                    "faults": faults_brief(summary.get("faults") or []),
                     "verdict": summary["verdict"],
                     "report": SutDir(path.parent.parent).report_html,
                 }
@@ -374,10 +381,12 @@ def _comparison_cell(row: Row) -> str:
     if row.get("instrument_failures"):
         return "instrument failed"  # no figure of that run speaks for the system
     tail = f"{'max' if row['p9999_is_max'] else 'p99.99'} {latency_text(row['p9999_e2e_ms'])}"
+    faults = "" if row["faults"] == "-" else f"; {row['faults']}"
     if row.get("searched"):  # a bracket found by probing, or why none was, in the search's words
-        return f"{row['verdict']}, e2e {tail}"
+        return f"{row['verdict']}, e2e {tail}{faults}"
     verdict = f"breaks at {point}/s" if point else "held"
-    return f"{verdict}, max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s, e2e {tail}"
+    sustainable = f"max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s"
+    return f"{verdict}, {sustainable}, e2e {tail}{faults}"
 
 
 def _rates(row: Row) -> tuple[str, str]:
@@ -392,6 +401,7 @@ def _rates(row: Row) -> tuple[str, str]:
 
 def write_comparison(rows: list[Row], out: Path) -> Path:
     runs_root = out.parent
+    faulted = any(r["faults"] != "-" for r in rows)
     table = "".join(
         f"<tr class='{'instrument-failed' if r.get('instrument_failures') else ''}'>"
         f"<td class='text'>{cell(r['run'])}</td><td class='text'>"
@@ -400,13 +410,17 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
         f"<td>{cell(_rates(r)[1])}</td>"
         f"<td>{cell(latency_text(r['p9999_e2e_ms']))}{' (max)' if r['p9999_is_max'] else ''}"
         f" (n={cell(r['e2e_n'])})</td><td>{cell(r['send_failures'])}</td>"
-        f"<td>{cell(r['lost'])}</td></tr>"
+        f"<td>{cell(r['lost'])}</td>"
+        + (f"<td class='text'>{cell(r['faults'])}</td>" if faulted else "")
+        + "</tr>"
         for r in rows
     )
     shown = [{**r, "run": plotly_text(r["run"]), "sut": plotly_text(r["sut"])} for r in rows]
     body = (
         "<h1>Runs compared</h1><table><tr><th>run</th><th>SUT</th><th>breaking point</th>"
-        "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th></tr>"
+        "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th>"
+        + ("<th>faults</th>" if faulted else "")
+        + "</tr>"
         + table
         + "</table>"
         + figure_html(comparison(shown), "comparison")

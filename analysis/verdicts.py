@@ -14,11 +14,12 @@ A step is judged so:
    max(`latency_rise_min_ms`, `latency_rise_ratio` x the step's median) (a positive slope that
    does not flatten: a queue growing without bound); or end-to-end P99 above
    max(`latency_inflation_min_ms`, `latency_inflation_ratio` x the baseline P99), the baseline
-   being the P99 of the pace's first step with enough deliveries and no fault (a standing queue: the system delivers the rate, but
-   seconds late). When the sender missed the pace, what its shortfall explains is forgiven:
-   `sender_excuse_ratio` x its lag p99 of latency (end-to-end latency counts from the intended
-   time, so a late sender shows there by about its lateness), and the rate it did not offer;
-   failures and losses are the system's answers whatever the pace.
+   being the P99 of the pace's first step with enough deliveries and no fault (a standing
+   queue: the system delivers the rate, but seconds late). When the sender missed the pace,
+   what its shortfall explains is forgiven: `sender_excuse_ratio` x its lag p99 of latency
+   (end-to-end latency counts from the intended time, so a late sender shows there by about
+   its lateness), and the rate it did not offer; failures and losses are the system's answers
+   whatever the pace.
 4. otherwise *holds*.
 5. A long step whose latency drifts over its hours (analysis.drift) keeps its verdict and says
    so in its reasons and in the run's verdict (`with_drift` says why).

@@ -202,3 +202,31 @@ def test_a_faults_window_ends_with_its_step():
         "not recovered within its step"
         in fault_summaries([_fault(at_s=14.2)], [ledger], {}, START)[0]["text"]
     )
+
+
+def _done(step, recovered_after_s, failed=0, lost=0, duplicates=0, at_s=5.0):
+    return {"step": step, "at_s": at_s, "recovered_after_s": recovered_after_s,
+            "window_send_failures": failed, "window_lost": lost,
+            "step_duplicates": duplicates}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("faults", "brief"),
+    [
+        ([], "-"),
+        ([_done(1, None, at_s=None)], "1 given, none done"),
+        ([_done(2, 1.99, failed=1270)],
+         "1 fault: recovered in 2.0 s; 1,270 failed, 0 lost, 0 duplicates"),
+        # every step's duplicates once, however many faults it had; the slowest and the fastest
+        ([_done(1, 13.0, duplicates=58), _done(2, 12.9, lost=4, duplicates=968),
+          _done(2, 12.97, duplicates=968)],
+         "3 faults: recovered in 12.9-13.0 s; 0 failed, 4 lost, 1,026 duplicates"),
+        ([_done(1, None, duplicates=1018), _done(2, 2.0), _done(3, None, at_s=None)],
+         "2 faults: 1 of 2 recovered (in 2.0 s); 0 failed, 0 lost, 1,018 duplicates"),
+        ([_done(1, None)], "1 fault: 0 of 1 recovered; 0 failed, 0 lost, 0 duplicates"),
+    ],
+)  # fmt: skip
+def test_the_index_and_compare_tell_a_runs_faults_in_one_cell(faults, brief):
+    from analysis.fault_report import faults_brief
+
+    assert faults_brief(faults) == brief

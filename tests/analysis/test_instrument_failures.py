@@ -136,6 +136,7 @@ def test_the_comparison_table_never_shows_a_failed_run_as_holding(tmp_path):
         "p9999_is_max": True,
         "send_failures": 0,
         "lost": 0,
+        "faults": "-",
         "report": tmp_path / "r" / "report.html",
     }
     rows = [

@@ -147,11 +147,30 @@ def test_compare_two_runs(spark, tmp_path):
         ("run-y-p", "direct", 400),
     ]
     text = comparison_text(rows)
-    assert "direct" in text and text.count("breaks at 400/s, max sustainable 200/s") == 2
+    assert "direct" in text and text.count("breaks at 400/s, max sustainable 200/s, e2e") == 2
+    assert "fault" not in text
     page = write_comparison(rows, root / "compare.html")
     dom, console = render(page, tmp_path)
     assert console_errors(console) == []
-    assert drawn(dom, "comparison")
+    assert drawn(dom, "comparison") and "<th>faults</th>" not in dom
+    # run-y-p had a fault (as its summary.json tells it): its figures beside run-x-p's none
+    summary_path = second_run / "direct" / "analysis" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    fault = {"spec": "1@2s:kill:x:1s", "step": 1, "action": "kill", "target": "x", "at_s": 2.0,
+             "back_s": 3.3, "error": None, "recovered_after_s": 1.99, "window_scheduled": 2000,
+             "window_send_failures": 1270, "window_lost": 0, "window_peak_e2e_p99_ms": 8.0,
+             "band_ms": 9.0, "step_send_failures": 1270, "step_lost": 0,
+             "step_duplicates": 0, "text": "kill x"}  # fmt: skip
+    summary_path.write_text(json.dumps({**summary, "faults": [fault]}))
+    rows = comparison_rows([root / "run-x-p", second_run])
+    brief = "1 fault: recovered in 2.0 s; 1,270 failed, 0 lost, 0 duplicates"
+    (line,) = [line for line in comparison_text(rows).splitlines() if line.startswith("direct")]
+    assert line.count(brief) == 1 and line.index(brief) > line.index("|", line.index("|") + 1)
+    dom, console = render(write_comparison(rows, root / "compare.html"), tmp_path)
+    assert console_errors(console) == [] and "<th>faults</th>" in dom
+    assert re.findall(r"<td class=.text.>(\d fault[^<]*|-)</td>", dom) == ["-", brief]
+    index, console = render(write_index(second_run, [second_run / "direct"]), tmp_path)
+    assert console_errors(console) == [] and brief in index and "<th>faults</th>" in index
     with pytest.raises(EvbenchError, match="evbench analyze"):
         comparison_rows([tmp_path])
 
