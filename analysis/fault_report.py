@@ -35,12 +35,13 @@ def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int
     for key, name, colour in (
         ("window_send_failures", "send failures in its window", "#d62728"),
         ("window_lost", "lost in its window", "#8c564b"),
-        ("step_duplicates", "duplicates in its step", "#ff7f0e"),
+        ("window_duplicates", "duplicates in its window", "#ff7f0e"),
+        ("window_late", "late in its window", "#17becf"),
     ):
         figure.add_trace(
             go.Scatter(
                 x=x,
-                y=[f[key] for f in done],  # type: ignore[literal-required]
+                y=[f.get(key) for f in done],
                 name=name,
                 mode="lines+markers",
                 line={"color": colour, "width": 1, "dash": "dot"},
@@ -59,8 +60,8 @@ def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int
 
 def faults_brief(faults: Sequence[FaultSummaryDoc]) -> str:
     """One cell for the index and `compare`: how many faults were done, how soon the system
-    recovered from them, and what they cost (in their windows; duplicates in their steps, each
-    step once). `-` for a run without faults. Pure."""
+    recovered from them, and what they cost (of the events due in their windows). `-` for a
+    run without faults. Pure."""
     if not faults:
         return "-"
     done = [f for f in faults if f["at_s"] is not None]
@@ -74,11 +75,12 @@ def faults_brief(faults: Sequence[FaultSummaryDoc]) -> str:
         recovered = f"{len(times)} of {len(done)} recovered" + (f" (in {span} s)" if times else "")
     failed = sum(f["window_send_failures"] or 0 for f in done)
     lost = sum(f["window_lost"] or 0 for f in done)
-    duplicates = sum({f["step"]: f["step_duplicates"] or 0 for f in done}.values())
+    duplicates = sum(f.get("window_duplicates") or 0 for f in done)
+    late = sum(f.get("window_late") or 0 for f in done)
     noun = "fault" if len(done) == 1 else "faults"
     return (
         f"{len(done)} {noun}: {recovered}; {failed:,} failed, {lost:,} lost, "
-        f"{duplicates:,} duplicates"
+        f"{duplicates:,} duplicates, {late:,} late"
     )
 
 

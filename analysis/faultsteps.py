@@ -9,13 +9,14 @@ point, the sustainable rate and the e2e baseline the rule compares with come fro
 without one.
 
 Each fault's ledger is read from the run's per-second series (metrics.parquet: events due,
-failed and lost by the second they were due, deliveries by the second they arrived) and the
+failed, lost, duplicated and delivered late by the second they were due, deliveries by the
+second they arrived) and the
 per-second e2e P99: the system has *recovered* at the first second from which
 `RECOVERY_SECONDS` seconds in a row deliver at least `RECOVERED_RATE_SHARE` of their pace and
 keep their e2e P99 within the band the step had before the fault (`RECOVERY_BAND_FACTOR` times
 its highest per-second P99 before the fault, plus `RECOVERY_BAND_FLOOR_MS`), within the fault's
 step; the fault's window runs from the second it was done in to that second (or the step's
-end), at one second's resolution.
+end), at one second's resolution, and its counts are of the events due in it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from analysis.steprule import StepTotals
+from analysis.steprule import LATE_AFTER_MS, StepTotals
 from analysis.verdicts import Verdict
 from contract.documents import FaultSummaryDoc
 from contract.faults import FaultDoc
@@ -37,6 +38,10 @@ RECOVERY_BAND_FACTOR = 2.0
 RECOVERY_BAND_FLOOR_MS = 5.0  # a second's P99 of a few ms moves by that much unloaded
 
 
+# The per-second counts (by the second events were due) a fault's window adds up.
+_WINDOW_COUNTS = ("scheduled", "send_failures", "lost", "duplicates", "late")
+
+
 @dataclass(frozen=True)
 class FaultLedger:
     """What one fault cost, second by second (seconds counted from the schedule start)."""
@@ -46,8 +51,10 @@ class FaultLedger:
     recovered_after_s: float | None  # from the fault's instant to the recovered second's start
     band_ms: float | None  # the step's e2e P99 band before the fault (None: no second before)
     scheduled: int  # events due in the window (from its first second to the recovered one)
-    send_failures: int
+    send_failures: int  # of those events (as the following counts)
     lost: int
+    duplicates: int
+    late: int  # delivered more than analysis.steprule.LATE_AFTER_MS after they were due
     peak_e2e_p99_ms: float | None  # the highest per-second e2e P99 in the window
 
 
@@ -98,10 +105,10 @@ def fault_ledger(
     after_s = None
     if recovered is not None:
         after_s = max(0.0, (start_ns + recovered * NS_PER_S - at_ns) / NS_PER_S)
+    counts = {name: sum(r[name] for r in window) for name in _WINDOW_COUNTS}
     return FaultLedger(
-        first, recovered, after_s, band,
-        sum(r["scheduled"] for r in window), sum(r["send_failures"] for r in window),
-        sum(r["lost"] for r in window), max(peaks) if peaks else None,
+        first, recovered, after_s, band, counts["scheduled"], counts["send_failures"],
+        counts["lost"], counts["duplicates"], counts["late"], max(peaks) if peaks else None,
     )  # fmt: skip
 
 
@@ -138,12 +145,12 @@ def fault_ledgers(
 
 
 def _cost(ledger: FaultLedger | None, total: StepTotals | None) -> str:
-    duplicates = f"; {total['duplicates']} duplicates in the step" if total else ""
     if ledger is None:
         if total is None:
             return "no records of the step"
         return (
-            f"{total['send_failures']} send failures, {total['lost']} lost in the step{duplicates}"
+            f"{total['send_failures']} send failures, {total['lost']} lost in the step; "
+            f"{total['duplicates']} duplicates in the step"
         )
     recovered = (
         "not recovered within its step"
@@ -152,9 +159,10 @@ def _cost(ledger: FaultLedger | None, total: StepTotals | None) -> str:
     )
     peak = ledger.peak_e2e_p99_ms
     return (
-        f"{recovered}; in its window {ledger.send_failures} send failures and {ledger.lost} lost "
-        f"of {ledger.scheduled} due, e2e P99 up to "
-        f"{'-' if peak is None else f'{peak:.0f}'} ms{duplicates}"
+        f"{recovered}; of the {ledger.scheduled} events due in its window, "
+        f"{ledger.send_failures} send failures, {ledger.lost} lost, {ledger.duplicates} "
+        f"duplicates, {ledger.late} late (over {LATE_AFTER_MS / 1000:g} s); e2e P99 up to "
+        f"{'-' if peak is None else f'{peak:.0f}'} ms"
     )
 
 
@@ -215,6 +223,8 @@ def fault_summaries(
                 "window_scheduled": ledger.scheduled if ledger else None,
                 "window_send_failures": ledger.send_failures if ledger else None,
                 "window_lost": ledger.lost if ledger else None,
+                "window_duplicates": ledger.duplicates if ledger else None,
+                "window_late": ledger.late if ledger else None,
                 "window_peak_e2e_p99_ms": ledger.peak_e2e_p99_ms if ledger else None,
                 "band_ms": ledger.band_ms if ledger else None,
                 "step_send_failures": total["send_failures"] if total else None,

@@ -39,6 +39,10 @@ LATENCIES_NS = {
 }
 # The latencies the breaking-point rule reads.
 JUDGED_LATENCIES = ("e2e", "sender_lag")
+# A delivery is *late* when it arrived more than this after it was due (its e2e latency): an
+# event a fault delayed rather than lost (the fault ledger's late deliveries). Eventing systems
+# deliver in milliseconds, and a second is far past any band they keep when healthy.
+LATE_AFTER_MS = 1000.0
 
 # What the rule reads of an event (outcomes, latencies): the raw stamps and flags, nothing
 # derived; outcomes and latencies are computed from them here, where they cost nothing.

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from analysis.digests import DIGEST_ARROW, TOP_K, digest_rows, write_per_second
 from analysis.steprule import (
+    LATE_AFTER_MS,
     Outcomes,
     StepTotals,
     ints,
@@ -67,10 +68,13 @@ TOTALS_ARROW = pa.struct(
         ("negative_e2e", pa.int64()),
     ]
 )
-# Sends count by sent_ns, failures and losses by intended_ns (when the event was due),
-# deliveries by received_ns (docs/design.md §4). `step` and the target are those of the events
+# Sends count by sent_ns, failures, losses, duplicates and late deliveries (analysis.steprule
+# .LATE_AFTER_MS) by intended_ns (when the event was due), deliveries by received_ns
+# (docs/design.md §4). `step` and the target are those of the events
 # due in that second; null where none was.
-SECOND_COUNTS = ("scheduled", "send_failures", "lost", "sent", "acked", "delivered")
+SECOND_COUNTS = (
+    "scheduled", "send_failures", "lost", "sent", "acked", "delivered", "duplicates", "late",
+)  # fmt: skip
 SECOND_ARROW = pa.struct(
     [
         ("second", pa.int64()),
@@ -145,7 +149,7 @@ def aggregate_step(
         step,
         part,
         totals=step_totals(table, flags),
-        seconds=second_counts(table, flags, start_ns),
+        seconds=second_counts(table, flags, start_ns, latency["e2e_ms"]),
         points=point_buckets(table, latency, start_ns, context.bucket_ns[sut]),
     )
     extras = [n for n in STEP_ARROW.names if n not in DIGEST_ARROW.names]
@@ -210,9 +214,12 @@ def _sum_by(keys: np.ndarray, **weights: np.ndarray) -> dict[int, dict[str, int]
     }
 
 
-def second_counts(table: pa.Table, flags: Outcomes, start_ns: int) -> list[dict[str, Any]]:
+def second_counts(
+    table: pa.Table, flags: Outcomes, start_ns: int, e2e_ms: pa.Array
+) -> list[dict[str, Any]]:
     """This step's part of the per-second series: rows for the seconds its events were due, sent
     or delivered in."""
+    late = e2e_ms.to_numpy(zero_copy_only=False) > LATE_AFTER_MS  # null (NaN): not late
     intended = ints(table, "intended_ns")
     sent, was_sent = present(table, "sent_ns")
     received, delivered = present(table, "received_ns")
@@ -223,6 +230,8 @@ def second_counts(table: pa.Table, flags: Outcomes, start_ns: int) -> list[dict[
         scheduled=ones,
         send_failures=flags["send_failure"],
         lost=flags["lost"],
+        duplicates=flags["duplicates"],
+        late=late.astype(np.int64),
     )
     distinct, index = _groups(due)
     highest = np.zeros(len(distinct), np.int64)

@@ -5,14 +5,17 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from analysis.steprule import latencies, outcomes
 from analysis.steps import (
     POINT_ARROW,
+    SECOND_COUNTS,
     StepContext,
     _groups,
     aggregate_step,
     merge_points,
     merge_seconds,
     point_buckets,
+    second_counts,
 )
 
 S = 1_000_000_000
@@ -20,7 +23,7 @@ T0 = 1_700_000_000 * S
 
 
 def _second(second, step=None, rate=None, **counts):
-    row = dict.fromkeys(("scheduled", "send_failures", "lost", "sent", "acked", "delivered"), 0)
+    row = dict.fromkeys(SECOND_COUNTS, 0)
     return {"second": second, **row, **counts, "step": step, "target_rate_per_s": rate}
 
 
@@ -102,6 +105,33 @@ def test_a_null_where_the_record_contract_has_none_is_named():
     context = StepContext({"s0": T0}, {"s0": S}, "/nonexistent")
     with pytest.raises(ValueError, match="null status"):
         aggregate_step(table, context=context)
+
+
+def test_duplicates_and_late_deliveries_count_by_the_second_they_were_due():
+    ms = 1_000_000
+    # (due, received or None, deliveries): second 0's three events, second 1's two
+    events = [(0, 5 * ms, 1), (300 * ms, 1_301 * ms, 2), (900 * ms, None, 0),
+              (1_000 * ms, 3_500 * ms, 3), (1_500 * ms, 2_500 * ms, 1)]  # fmt: skip
+    table = pa.table(
+        {
+            "step": pa.array([1] * 5, pa.int32()),
+            "target_rate_per_s": pa.array([3] * 5, pa.int32()),
+            "intended_ns": [T0 + due for due, _, _ in events],
+            "sent_ns": [T0 + due for due, _, _ in events],
+            "ack_ns": [T0 + due + ms for due, _, _ in events],
+            "received_ns": pa.array([None if r is None else T0 + r for _, r, _ in events]),
+            "status": pa.array([202] * 5, pa.int32()),
+            "decoy": [False] * 5,
+            "deliveries": [d for _, _, d in events],
+        }
+    )
+    flags = outcomes(table)
+    rows = second_counts(table, flags, T0, latencies(table, flags["ok"])["e2e_ms"])
+    by_second = {r["second"]: (r["scheduled"], r["lost"], r["duplicates"], r["late"]) for r in rows}
+    # 1,001 ms is late, 1,000 ms (exactly the bound) is not; the lost event is neither
+    assert by_second[0] == (3, 1, 1, 1)
+    assert by_second[1] == (2, 0, 2, 1)
+    assert [r["delivered"] for r in rows] == [1, 1, 1, 1]  # by arrival: seconds 0, 1, 2, 3
 
 
 def test_the_totals_crossing_back_from_spark_are_the_step_rules():
