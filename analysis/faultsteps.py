@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.steprule import LATE_AFTER_MS, StepTotals
-from analysis.verdicts import Verdict
+from analysis.verdicts import BREAKS, HOLDS, Verdict
 from contract.documents import FaultSummaryDoc
 from contract.faults import FaultDoc
 from contract.units import NS_PER_S
@@ -190,6 +190,24 @@ def after_faults(
         rule = f"by the step rule alone: {verdict.verdict}"
         judged.append(replace(verdict, verdict=FAULTED, reasons=(why, rule, *verdict.reasons)))
     return judged
+
+
+def judged_by_recovery(
+    verdict: Verdict, faults: Sequence[FaultDoc], ledgers: Sequence[FaultLedger | None]
+) -> Verdict:
+    """A search's probe with faults done in it (`faults`: its own): it *holds* when the system
+    recovered from each within the probe, whatever the faults cost (said first), and *breaks*
+    when it did not; a run's step is *faulted* instead (`after_faults`: a run reports, a search
+    must decide). A probe the rule found sender-limited (or without enough data) stays so."""
+    if verdict.verdict not in (HOLDS, BREAKS) or all(f["at_ns"] is None for f in faults):
+        return verdict
+    (faulted,) = after_faults([verdict], faults, ledgers, {})
+    recovered = all(
+        ledger is not None and ledger.recovered_after_s is not None
+        for fault, ledger in zip(faults, ledgers, strict=True)
+        if fault["at_ns"] is not None
+    )
+    return replace(faulted, verdict=HOLDS if recovered else BREAKS)
 
 
 def faulted_steps(faults: Sequence[FaultDoc]) -> set[int]:

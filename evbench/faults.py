@@ -54,7 +54,7 @@ class FaultInjector:
             return
         self.sut = sut
         paced = {s["number"]: s for s in steps if not s["warmup"]}
-        for fault in per_step(self.faults, len(paced)):
+        for fault in per_step(self.faults, sorted(paced)):
             assert fault.step is not None  # per_step gives each its step
             due_ns = start_ns + paced[fault.step]["start_offset_ns"]
             due_ns += round(fault.offset_s * NS_PER_S)
@@ -75,6 +75,16 @@ class FaultInjector:
         """The sender has ended (completed, interrupted or dead): no fault starts any more, and
         those under way finish (a killed process is still brought back)."""
         self._cancel.set()
+
+    def finish(self, timeout_s: float) -> list[FaultDoc]:
+        """A search's probe is over: no fault starts any more, those under way end by
+        themselves (a pause after its duration, a kill once its target is back, for the next
+        probe), given up after `timeout_s`; every fault's doc."""
+        self.cancel_pending()
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return self.stop()
 
     def stop(self) -> list[FaultDoc]:
         """The faults not yet due cancelled, those under way ended now (a paused process

@@ -163,10 +163,12 @@ def _check_overlaps(
                 )
 
 
-def per_step(faults: Sequence[Fault], steps: int) -> list[Fault]:
-    """Every fault with its step: one of `every` for each of the pace's `steps`."""
+def per_step(faults: Sequence[Fault], steps: Sequence[int]) -> list[Fault]:
+    """The faults of these `steps` (by number), each with its step: one of `every` for each.
+    (A search's probe is one step of its own: only its faults.)"""
     return [
         replace(fault, step=number)
         for fault in faults
-        for number in ([fault.step] if fault.step is not None else range(1, steps + 1))
+        for number in steps
+        if fault.step in (None, number)
     ]

@@ -141,3 +141,6 @@ class SearchOptions(SessionOptions):
     settle_s: float = 10.0  # a warm system is quiet this long before the next probe
     objective: Objective = field(default_factory=Objective)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    # --fault, --fault-exec: STEP counts probes; a probe with a fault holds when the system
+    # recovered from it within the probe (evbench.probejudge)
+    faults: tuple[Fault, ...] = ()

@@ -17,10 +17,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.steprule import judged_figures
+from analysis.faultsteps import FaultLedger, fault_ledgers
+from analysis.steprule import judged_figures, latencies, outcomes, seconds_since
+from analysis.steps import second_counts
 from analysis.verdicts import (
     BREAKS,
     HOLDS,
@@ -30,6 +33,7 @@ from analysis.verdicts import (
     Verdict,
     judge,
 )
+from contract.faults import FaultDoc
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,28 @@ def probe_figures(
         duration_s=duration_s,
         baseline_e2e_p99_ms=baseline_e2e_p99_ms,
     )
+
+
+def probe_ledgers(
+    events: pa.Table, faults: Sequence[FaultDoc], schedule_start_ns: int
+) -> list[FaultLedger | None]:
+    """Each of the probe's faults' ledger (analysis.faultsteps), from the probe's events as the
+    analysis reads them: its per-second counts as analysis.steps counts them, and each second's
+    exact e2e P99 (the analysis's comes from that second's digest), seconds counted from
+    `schedule_start_ns`. Pure."""
+    if events.num_rows == 0:
+        return [None for _ in faults]
+    flags = outcomes(events)
+    e2e_ms = latencies(events, flags["ok"], ("e2e",))["e2e_ms"]
+    rows = second_counts(events, flags, schedule_start_ns, e2e_ms)
+    due = seconds_since(events.column("intended_ns").to_numpy(), schedule_start_ns)
+    values = e2e_ms.to_numpy(zero_copy_only=False)  # null (not delivered): NaN
+    points = [
+        {"second": float(second), "p99_ms": float(np.percentile(values[mine], 99))}
+        for second in np.unique(due)
+        if (mine := (due == second) & ~np.isnan(values)).any()
+    ]
+    return fault_ledgers(faults, schedule_start_ns, rows, points)
 
 
 def baseline_e2e_p99_ms(earlier: Sequence[tuple[str, float | None]]) -> float | None:

@@ -12,6 +12,10 @@ too. run.json is rewritten after every probe, so an interrupted search keeps wha
 The instruments are judged as in `evbench run` (evbench.runner): a sender that fails, a receiver
 that dies or turns deliveries away, or a probe without its records ends the search as failed,
 never as a breaking point.
+
+Faults (`--fault`, `--fault-exec`, STEP counting probes) are armed on each probe's sender as
+`run` arms them on its one sender; a probe with a fault done in it is judged by whether the
+system recovered from it within the probe (analysis.faultsteps.judged_by_recovery).
 """
 
 from __future__ import annotations
@@ -23,21 +27,25 @@ from dataclasses import asdict, dataclass
 import httpx
 import pyarrow as pa
 
+from analysis.faultsteps import judged_by_recovery
 from analysis.tasks import files_events
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED
 from contract.documents import (
     RunStatus,
 )
 from contract.errors import EvbenchError
+from contract.faults import FaultDoc
 from contract.layout import SutDir
-from contract.senderlines import SenderDone
+from contract.senderlines import SenderDone, SenderStart
 from contract.units import NS_PER_S
+from evbench.faults import FaultInjector
+from evbench.faultspec import EXEC_TIMEOUT_S
 from evbench.follow import run_sender
 from evbench.health import receiver_trouble
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
 from evbench.options import SearchOptions
-from evbench.probejudge import baseline_e2e_p99_ms, probe_figures, verdict_of
+from evbench.probejudge import baseline_e2e_p99_ms, probe_figures, probe_ledgers, verdict_of
 from evbench.searchdoc import (
     Probed,
     corrections,
@@ -84,6 +92,8 @@ class _Search:
         self.pending: Probe | None = None  # the probe under way, in run.json's steps
         self.result: Result | None = None
         self.interrupts = Interrupts(session.echo)
+        self.faults: FaultInjector | None = None  # the probe under way's
+        self.fault_docs: list[FaultDoc] = []  # every probe's, as run.json's `faults`
 
     def run(self) -> Result | None:
         session, echo = self.session, self.session.echo
@@ -94,6 +104,7 @@ class _Search:
         self.pending = first
         session.on_record(self._record)
         with self.interrupts, session:
+            session.on_teardown(self._stop_faults)
             # Ctrl-C during the teardown is not a sender's to take any more.
             session.on_teardown(self.interrupts.cleaning)
             try:
@@ -116,7 +127,8 @@ class _Search:
         if session.outcome.status != "completed":
             self.result = None  # the receiver failed at the end: nothing found stands
         elif self.result is not None:
-            echo(result_line(self.result, (time.time_ns() - session.started_ns) / (60 * NS_PER_S)))
+            minutes = (time.time_ns() - session.started_ns) / (60 * NS_PER_S)
+            echo(result_line(self.result, minutes, bool(self.opts.faults)))
         return self.result
 
     def _probe_all(self) -> Result:
@@ -177,8 +189,15 @@ class _Search:
         # What arrived before this probe, duplicates included, plus what it had acked: a count
         # summed over the probes would be reached early after any duplicate delivery.
         received_before = session.received()
+        self.faults = FaultInjector(self.opts.faults, session.echo, session.sampler.watch)
         done = self._send(settings, step)
+        self.faults.cancel_pending()  # none after the sender, as in `run`
         session.stragglers(received_before + done["ok"])
+        # Each fault ended inside the probe (evbench.faultspec); a kill's target is back before
+        # the next probe, or given up after the lab's own bound (then the next probe restarts
+        # the system, as after a death), a user's command after its own.
+        bound_s = max(self.opts.lab.ready_timeout_s, EXEC_TIMEOUT_S) + 10
+        faults = self.faults.finish(bound_s)
         if wiring := session.wiring_mistake(done["ok"]):
             # Bisecting down to 1/s would only repeat it: the search stops at the first probe.
             raise _InstrumentFailed(wiring)
@@ -192,13 +211,21 @@ class _Search:
             [str(p) for p in new_received],
             corrections(self.probed, done),
         )
-        return self._judge(probe, step, events, done, restarted)
+        return self._judge(probe, step, events, done, restarted, faults)
 
     def _judge(
-        self, probe: Probe, step: int, events: pa.Table, done: SenderDone, restarted: str | None
+        self,
+        probe: Probe,
+        step: int,
+        events: pa.Table,
+        done: SenderDone,
+        restarted: str | None,
+        faults: list[FaultDoc],
     ) -> Probed:
         """The probe's verdict from its records (evbench.probejudge), said and kept."""
-        baseline = baseline_e2e_p99_ms([(p.verdict, p.figures["e2e_p99_ms"]) for p in self.probed])
+        # A probe with a fault is no measure of the system unloaded.
+        calm = [(p.verdict, p.figures["e2e_p99_ms"]) for p in self.probed if not p.faulted]
+        baseline = baseline_e2e_p99_ms(calm)
         # The run's seconds count from its first slot, as the analysis counts them.
         start_ns = self.probed[0].start_ns if self.probed else done["start_ns"]
         figures = probe_figures(
@@ -211,6 +238,12 @@ class _Search:
             # The plan holds every probe for at least the rule's minimum of events, so fewer
             # records than that are missing ones.
             raise _InstrumentFailed(f"probe {step}: {'; '.join(verdict.reasons)}")
+        faulted = any(f["at_ns"] is not None for f in faults)
+        if faulted and done["start_ns"] is not None:  # judged by its recovery within the probe
+            # On the probe's own seconds: whole seconds from its first slot to its last (the
+            # run's seconds cut a probe's first and last), for the 3 healthy ones in a row.
+            ledgers = probe_ledgers(events, faults, done["start_ns"])
+            verdict = judged_by_recovery(verdict, faults, ledgers)
         self.session.echo(
             f"  {verdict.verdict}"
             + (f": {'; '.join(verdict.reasons)}" if verdict.reasons else "")
@@ -218,7 +251,7 @@ class _Search:
         )
         return Probed(
             probe, step, done["start_ns"] or 0, verdict.verdict, verdict.reasons,
-            asdict(figures), done, restarted,
+            asdict(figures), done, restarted, faulted,
         )  # fmt: skip
 
     def _send(self, settings: SenderSettings, step: int) -> SenderDone:
@@ -231,7 +264,7 @@ class _Search:
             end = run_sender(
                 session, interrupts, settings,
                 f"probe-{step}" if self.opts.workers > 1 else f"sender-{step}",
-                None, False, session.insight.on_sender_start,
+                None, False, self._started,
                 known_dead=frozenset(d["role"] for d in session.deaths()),
                 crash_note="this probe is judged by what it delivered",
             )  # fmt: skip
@@ -251,6 +284,19 @@ class _Search:
             raise _InstrumentFailed(f"probe {step}: the sender never started its schedule")
         return end.done
 
+    def _started(self, line: SenderStart) -> None:
+        """A probe's sender has its schedule: the probe's faults armed (`every` probe's, and
+        those of this probe's number)."""
+        assert self.faults is not None
+        self.faults.arm(line["start_ns"], line["steps"], self.session.sut)
+        self.fault_docs.extend(self.faults.docs)
+        self.session.insight.on_sender_start(line)
+
+    def _stop_faults(self) -> None:
+        """The teardown: a paused process resumed, a command killed, before the system stops."""
+        if self.faults is not None:
+            self.faults.stop()
+
     def _check_receiver(self) -> None:
         """Deliveries the receiver could not take would read as the system's losses."""
         session = self.session
@@ -264,7 +310,10 @@ class _Search:
         clocks = probes_clocks(self.probed, self.probed[-1].sender) if self.probed else {}
         final = (status or self.session.outcome.status) == "completed"
         result = self.result if final else None
-        record(self.session, self.opts, self.probed, self.pending, result, clocks, status)
+        record(
+            self.session, self.opts, self.probed, self.pending, result, clocks, status,
+            self.fault_docs,
+        )  # fmt: skip
 
 
 # An expected count never reached: waiting for stragglers then ends when nothing new came for

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from contract.documents import RunStatus
+from contract.faults import FaultDoc
 from contract.lines import SenderClock
 from contract.searchdocs import SearchDoc, SearchProbeDoc, SearchResultDoc, SearchSenderSummary
 from contract.senderlines import SenderDone
@@ -32,6 +33,7 @@ class Probed:
     figures: dict[str, Any]
     sender: SenderDone
     restarted: str | None  # why the system was started afresh before this probe
+    faulted: bool = False  # a fault was done in it: judged by its recovery, never a baseline
 
 
 def outcomes(probed: list[Probed], workers: int) -> list[Outcome]:
@@ -106,13 +108,15 @@ def _result_doc(result: Result) -> SearchResultDoc:
     }
 
 
-def result_line(result: Result, minutes: float) -> str:
-    """The search's last words: the answer with its bracket, what broke, probes and minutes."""
+def result_line(result: Result, minutes: float, faulted: bool = False) -> str:
+    """The search's last words: the answer with its bracket, what broke, probes and minutes
+    (`faulted`: the probes had faults, and held when the system recovered from them)."""
     spent = f"{result.probes} probes in {minutes:.1f} min"
     if result.max_sustainable_per_s is None:
         return f"search ended after {spent}: {result.why}"
+    answer = "highest rate recovered from its faults at" if faulted else "max sustainable rate"
     line = (
-        f"max sustainable rate {result.max_sustainable_per_s}/s (held {result.highest_hold_per_s}"
+        f"{answer} {result.max_sustainable_per_s}/s (held {result.highest_hold_per_s}"
         f"/s, broke {result.lowest_break_per_s or '-'}/s) after {spent}: {result.why}"
     )
     if result.symptom:
@@ -128,9 +132,10 @@ def record(
     result: Result | None,
     clocks: dict[str, SenderClock],
     status: RunStatus | None,
+    faults: list[FaultDoc],
 ) -> None:
     """run.json as of now: the probes (and the one under way) as the run's steps, their senders'
-    counts and clocks, and the search's section."""
+    counts and clocks, the search's section, and every probe's faults."""
     steps = [p.probe for p in probed] + ([pending] if pending else [])
     start_ns = probed[0].start_ns if probed else None
     session.sender_ended(
@@ -147,4 +152,6 @@ def record(
     spec = ",".join(f"{p.rate_per_s}:{p.hold_s}" for p in steps)
     doc = session.document(parse_pace(spec, name="search"), status)
     doc["search"] = search_doc(opts, probed, result, session.started_ns)
+    if opts.faults:
+        doc["faults"] = faults
     session.write(doc)

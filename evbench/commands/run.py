@@ -5,21 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from contract.errors import EvbenchError
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_plot_metric_argument, add_verbose_argument, analyze_path
-from evbench.faultspec import EXEC_TIMEOUT_S, Fault, check_faults, parse_fault, parse_fault_exec
+from evbench.commands.faultflags import add_fault_arguments, checked_faults
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
-from loadgen.pace import Step, resolve_pace
+from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments
-
-if TYPE_CHECKING:
-    from suts.settings import LabSettings
 
 
 def add(commands: Subcommands) -> None:
@@ -43,61 +37,8 @@ def add(commands: Subcommands) -> None:
     add_verbose_argument(run)
     add_plot_metric_argument(run)
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
-    _add_fault_arguments(run)
+    add_fault_arguments(run, "step", "2@5s")
     run.set_defaults(main=main)
-
-
-def _argument(parse: Callable[[str], Fault]) -> Callable[[str], Fault]:
-    def checked(text: str) -> Fault:
-        try:
-            return parse(text)
-        except ValueError as exc:  # argparse would say only "invalid value"
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return checked
-
-
-# (flag, parser, metavar, help): both repeatable, each value read and checked by its parser.
-_FAULT_FLAGS = (
-    (
-        "--fault", parse_fault, "STEP@OFFSET:ACTION:TARGET[:DURATION]",
-        "inject a fault into a lab system during step STEP (or `every` step), OFFSET (5s, "
-        "500ms) after its first slot (repeatable): kill (SIGKILL, brought back after DURATION, "
-        "default at once), pause (SIGSTOP for DURATION) or restart (a graceful stop and a new "
-        "start) TARGET, one of the system's processes by role (ingress, channel, dispatcher, "
-        "filter, adapter, broker); it must begin and end inside its step. run.json records "
-        "when each was done and when its target was back, e.g. 2@5s:kill:dispatcher:1s",
-    ),
-    (
-        "--fault-exec", parse_fault_exec, "STEP@OFFSET:COMMAND",
-        "run your own shell COMMAND at that instant (repeatable), e.g. 2@5s:kubectl delete pod "
-        "-l app=dispatcher; its exit code, time and output go to run.json, and one still "
-        f"running after {EXEC_TIMEOUT_S:g} s is killed; neither stops the run",
-    ),
-)  # fmt: skip
-
-
-def _add_fault_arguments(run: argparse.ArgumentParser) -> None:
-    for flag, parse, metavar, help_text in _FAULT_FLAGS:
-        run.add_argument(
-            flag, type=_argument(parse), action="append", default=[], metavar=metavar,
-            help=help_text,
-        )  # fmt: skip
-
-
-def _faults(
-    args: argparse.Namespace, lab: LabSettings, steps: tuple[Step, ...]
-) -> tuple[Fault, ...]:
-    """The faults asked for, each checked against every system the run drives."""
-    from suts.lab import LOCAL_SUTS, driver_for
-
-    faults = (*args.fault, *args.fault_exec)
-    for sut in args.sut or LOCAL_SUTS:
-        try:
-            check_faults(faults, steps, driver_for(sut).fault_targets(lab), sut)
-        except ValueError as exc:
-            raise EvbenchError(str(exc)) from None
-    return faults
 
 
 def main(args: argparse.Namespace) -> int:
@@ -110,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     opts = RunOptions(
         pace=pace,
         sut=args.sut[0] if args.sut else "direct",
-        faults=_faults(args, session["lab"], pace.steps),
+        faults=checked_faults(args, session["lab"], args.sut or LOCAL_SUTS, pace.steps),
         **session,
     )
     cores = os.cpu_count() or 1

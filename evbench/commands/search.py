@@ -16,9 +16,11 @@ from evbench.commands.analyze import (
     add_verbose_argument,
     analyze_path,
 )
+from evbench.commands.faultflags import add_fault_arguments, checked_faults
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
+from loadgen.pace import Step
 from runtime.argtypes import at_least_one, seconds
 from runtime.parquet import part_files
 
@@ -160,6 +162,7 @@ def add(commands: Subcommands) -> None:
     )
     add_verbose_argument(search)
     add_plot_metric_argument(search)
+    add_fault_arguments(search, "probe", "every@5s")
     search.set_defaults(main=main)
 
 
@@ -174,11 +177,15 @@ def main(args: argparse.Namespace) -> int:
     suts = tuple(args.sut or LOCAL_SUTS)
     runs_dir = session["runs_dir"]
     session["run_id"] = run_id = args.run_id or next_run_id(runs_dir, "search")
+    # Every probe holds for at least --hold: a fault must fit in that (and probe N may never
+    # come: the search decides how many it makes).
+    probes = max((f.step or 1 for f in (*args.fault, *args.fault_exec)), default=1)
     options = {
         "plan": plan,
         "objective": objective,
         "fresh": args.fresh,
         "settle_s": args.settle,
+        "faults": checked_faults(args, session["lab"], suts, [Step(1, plan.probe_s)] * probes),
         **session,
     }
     code = _search_each(suts, options)

@@ -252,3 +252,38 @@ def _gone(pid: int) -> bool:
         return _state(pid) == "Z"  # dead, not yet reaped by its new parent
     except FileNotFoundError:
         return True
+
+
+def test_a_search_with_a_fault_in_every_probe_holds_where_the_system_recovers(tmp_path):
+    from evbench.options import SearchOptions
+    from evbench.search import search
+    from evbench.searchplan import Resolution, SearchPlan
+    from loadgen.settings import SendKnobs
+
+    # One rate, probed then confirmed, the channel (channel-imc's ingress and dispatcher in
+    # one) killed 1 s into each probe and brought back at once: back within about 1.5 s.
+    opts = SearchOptions(
+        sut="channel-imc",
+        plan=SearchPlan(300, 300, Resolution(per_s=1), probe_s=8, confirm_s=8),
+        runs_dir=tmp_path, run_id="s", send=SendKnobs(payload_bytes=512), settle_s=1.0,
+        grace_s=1.0, faults=(parse_fault("every@1s:kill:channel"),),
+    )  # fmt: skip
+    lines: list[str] = []
+    searched = search(opts, lines.append, make=make_sut)
+    assert searched.status == "completed", lines
+    run = json.loads(searched.sut_dir.run_json.read_text())
+    assert problems(run, RunDoc) == []
+    assert [f["step"] for f in run["faults"]] == [1, 2]  # one in each probe
+    probes = run["search"]["probes"]
+    for fault, probe in zip(run["faults"], probes, strict=True):
+        assert fault["due_ns"] == probe["start_ns"] + NS_PER_S  # 1 s into its own probe
+        assert fault["error"] is None and len(fault["pids"]) == 2, fault  # killed, then back
+        assert fault["back_ns"] > fault["at_ns"]
+    # Send failures while the channel was down: a break by the step rule, a hold by recovery.
+    assert [p["verdict"] for p in probes] == ["holds", "holds"], lines
+    for number, probe in enumerate(probes, 1):
+        assert probe["reasons"][0].startswith(f"kill channel 1 s into step {number}, back")
+        assert "recovered" in probe["reasons"][0] and "not recovered" not in probe["reasons"][0]
+        assert probe["reasons"][1] == "by the step rule alone: breaks"
+    assert searched.result is not None and searched.result.max_sustainable_per_s == 300
+    assert lines[-1].startswith("highest rate recovered from its faults at 300/s"), lines[-1]

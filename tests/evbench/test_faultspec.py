@@ -125,22 +125,29 @@ def test_a_broker_of_the_users_is_not_the_labs_to_fault():
 
 def test_every_is_one_fault_per_step():
     faults = [parse_fault("every@1s:kill:channel"), parse_fault("2@1s:pause:channel:1s")]
-    got = per_step(faults, 3)
+    got = per_step(faults, [1, 2, 3])
     assert [(f.step, f.action) for f in got] == [(1, "kill"), (2, "kill"), (3, "kill"),
                                                  (2, "pause")]  # fmt: skip
     assert all(isinstance(f, Fault) and f.spec for f in got)
+    # a search's probe 3 (a sender of its own): `every`'s, and none of probe 2's
+    assert [(f.step, f.action) for f in per_step(faults, [3])] == [(3, "kill")]
 
 
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--fault", "2@1s:kill:dispatcher"], "fault '2@1s:kill:dispatcher': the pace has 1"),
-        (["--fault", "1@1s:kill:nobody"], "channel-imc has no 'nobody'"),
+        (["run", "--pace", "100:5", "--fault", "2@1s:kill:dispatcher"],
+         "fault '2@1s:kill:dispatcher': the pace has 1"),
+        (["run", "--pace", "100:5", "--fault", "1@1s:kill:nobody"], "channel-imc has no 'nobody'"),
+        # a search's faults fit in its shortest probe (--hold); STEP counts probes
+        (["search", "--hold", "5", "--fault", "every@4s:pause:channel:2s"],
+         "must begin and end inside its step of 5 s"),
+        (["search", "--fault-exec", "7@1s:true", "--fault", "3@1s:kill:nobody"],
+         "channel-imc has no 'nobody'"),
     ],
-)
+)  # fmt: skip
 def test_the_command_refuses_a_bad_fault_before_anything_starts(argv, says, tmp_path, capsys):
-    code = main(["run", "--sut", "channel-imc", "--pace", "100:5", "--runs-dir", str(tmp_path),
-                 "--no-analyze", *argv])  # fmt: skip
+    code = main([*argv, "--sut", "channel-imc", "--runs-dir", str(tmp_path), "--no-analyze"])
     assert code == 2 and says in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # nothing made
 

@@ -215,3 +215,61 @@ def test_slots_refused_by_the_in_flight_cap_count_as_handled():
     )
     # never sent and not refused (a stop): those slots were not handled
     assert probe_figures(stopped.events(3, RATE), 3, RATE, SECONDS, None).sender_ratio < 0.6
+
+
+def _outage(seconds, down, answered_after=None):
+    """A probe of `seconds` at RATE whose system failed every send due in `down` (s, s) and,
+    from `answered_after` on, delivered only every other event."""
+    n = RATE * seconds
+    intended = T0 + np.arange(n, dtype=np.int64) * S // RATE
+    due_s = (intended - T0) / S
+    failed = (due_s >= down[0]) & (due_s < down[1])
+    received = intended + 2 * MS
+    received[failed] = -1
+    if answered_after is not None:
+        received[(due_s >= answered_after) & (np.arange(n) % 2 == 1)] = -1
+    status = np.where(failed, 503, 202).astype(np.int32)
+    return ProbeRecords(intended, intended + 50_000, status, np.zeros(n, dtype=bool), received)
+
+
+def _killed(at_s, back_s, step=3):
+    return {"spec": "every@2s:kill:channel", "step": step, "offset_s": at_s, "action": "kill",
+            "target": "channel", "duration_s": None, "due_ns": T0 + int(at_s * S),
+            "at_ns": T0 + int(at_s * S), "back_ns": T0 + int(back_s * S), "pids": [1, 2],
+            "error": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("records_", "back_s", "judged", "recovered_after_s", "window"),
+    [
+        # down from 2 s to 3 s, whole again from 3 s: three healthy seconds from its return
+        (_outage(8, (2.0, 3.0)), 3.0, "holds", 1.0, (200, 200, 0, None)),
+        # back at 3 s but delivering half the pace to the probe's end: never recovered
+        (_outage(8, (2.0, 3.0), answered_after=3.0), 3.0, "breaks", None, (1200, 200, 500, 2.0)),
+        # back, but too late in the probe for three whole seconds: not within it
+        (_outage(6, (2.0, 4.0)), 4.0, "breaks", None, (800, 400, 0, 2.0)),
+    ],
+)  # fmt: skip
+def test_a_probe_with_a_fault_holds_when_the_system_recovered_within_it(
+    records_, back_s, judged, recovered_after_s, window
+):
+    from analysis.faultsteps import judged_by_recovery
+    from evbench.probejudge import probe_ledgers
+
+    events = records_.events(3, RATE)
+    fault = _killed(2.0, back_s)
+    (ledger,) = probe_ledgers(events, [fault], T0)
+    assert ledger.first_second == 2 and ledger.recovered_after_s == recovered_after_s
+    # every delivery took 2 ms (none in the first case's window)
+    counts = (ledger.scheduled, ledger.send_failures, ledger.lost, ledger.peak_e2e_p99_ms)
+    assert counts == window
+    figures = probe_figures(events, 3, RATE, events.num_rows // RATE, None)
+    rule = verdict_of(figures, Thresholds(), NO_OBJECTIVE)
+    assert rule.verdict == "breaks"  # its send failures, by the step rule alone
+    found = judged_by_recovery(rule, [fault], [ledger])
+    said = "recovered 1.0 s after it" if recovered_after_s else "not recovered within its step"
+    assert found.verdict == judged and said in found.reasons[0]
+    assert found.reasons[1] == "by the step rule alone: breaks"
+    # a fault the probe ended before: the rule's verdict, untouched
+    not_done = {**fault, "at_ns": None, "back_ns": None}
+    assert judged_by_recovery(rule, [not_done], [None]) == rule
