@@ -25,6 +25,7 @@ from contract.senderlines import PlannedStepDoc
 from contract.units import NS_PER_S
 from evbench.faultspec import EXEC_TIMEOUT_S, Fault, per_step
 from suts.driver import Sut
+from suts.settings import LabSettings
 
 _OUTPUT_CHARS = 2000  # the end of what a command printed, kept in run.json
 
@@ -76,15 +77,19 @@ class FaultInjector:
         those under way finish (a killed process is still brought back)."""
         self._cancel.set()
 
-    def finish(self, timeout_s: float) -> list[FaultDoc]:
-        """A search's probe is over: no fault starts any more, those under way end by
-        themselves (a pause after its duration, a kill once its target is back, for the next
-        probe), given up after `timeout_s`; every fault's doc."""
+    def wait_ended(self, timeout_s: float, give_up: Callable[[], bool] = lambda: False) -> None:
+        """The sender has ended: no fault starts any more, and those under way are waited for
+        until they end by themselves (a pause after its duration, a kill once its target is
+        back), at most `timeout_s` or until `give_up` (a Ctrl-C). Deliveries are awaited only
+        then: a system down on purpose is not a quiet one, and its acked events are not lost
+        because the grace for stragglers ran out while it came back."""
         self.cancel_pending()
         deadline = time.monotonic() + timeout_s
+        if any(t.is_alive() for t in self._threads):
+            self.echo("waiting for the faults under way to end (a killed process to be back)")
         for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return self.stop()
+            while thread.is_alive() and time.monotonic() < deadline and not give_up():
+                thread.join(0.1)
 
     def stop(self) -> list[FaultDoc]:
         """The faults not yet due cancelled, those under way ended now (a paused process
@@ -167,6 +172,13 @@ class FaultInjector:
             doc["error"] = f"exited {doc['exit_code']}"
         took_s = (back_ns - at_ns) / NS_PER_S
         self.echo(f"fault: `{fault.target}` {doc['error'] or 'done'} in {took_s:.2f} s")
+
+
+def fault_bound_s(lab: LabSettings) -> float:
+    """The longest a fault under way may still take once its step is over (each ends inside
+    it, evbench.faultspec): a killed component's start (the lab's ready timeout) or a user's
+    command (its own bound)."""
+    return max(lab.ready_timeout_s, EXEC_TIMEOUT_S) + 10.0
 
 
 _SPAWNER: ThreadPoolExecutor | None = None

@@ -94,6 +94,13 @@ def sender_failure(exit_code: int, summary: SenderDone | None) -> str | None:
     return None
 
 
+# The receiver counts deliveries, not distinct events: once there are as many as were acked, some
+# may be duplicates standing in for events still on their way (a Kafka dispatcher started again
+# from its last commit delivers some twice while the rest of its backlog is still coming), so the
+# count ends the wait only after this long without a new delivery.
+ALL_IN_QUIET_S = 0.5
+
+
 def grace_verdict(
     received: int,
     expected: int,
@@ -104,11 +111,17 @@ def grace_verdict(
 ) -> str | None:
     """Why waiting for stragglers may stop now (None: keep waiting).
 
-    Stops as soon as everything acked has arrived; otherwise once nothing new has arrived for
+    Stops once as many deliveries as acked events have arrived and nothing new for
+    `ALL_IN_QUIET_S` (or the grace, if shorter); otherwise once nothing new has arrived for
     `grace_s`, and in any case after `cap_s`, so a system that trickles cannot hold a run forever.
     """
-    if received >= expected:
-        return "all acked events received"
+    if received >= expected and since_change_s >= min(grace_s, ALL_IN_QUIET_S):
+        if received == expected:
+            return "all acked events received"
+        return (
+            f"{received - expected} deliveries more than acked events (duplicates or foreign), "
+            f"then nothing new for {min(grace_s, ALL_IN_QUIET_S):g} s"
+        )
     if since_change_s >= grace_s:
         return f"nothing new for {grace_s:g} s"
     if elapsed_s >= cap_s:

@@ -16,7 +16,7 @@ from contract.documents import RunStatus
 from contract.layout import sut_dir_for
 from contract.senderlines import SenderStart
 from evbench.campaign import each
-from evbench.faults import FaultInjector
+from evbench.faults import FaultInjector, fault_bound_s
 from evbench.follow import run_sender
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
@@ -76,7 +76,8 @@ def _drive(
         session, interrupts, session.sender_settings(opts.pace.spec), "sender",
         len(opts.pace.steps), live, lambda line: _started(session, line, faults),
     )  # fmt: skip
-    faults.cancel_pending()  # none after the sender: not during the stragglers, nor a Ctrl-C
+    # None after the sender, not during the stragglers nor a Ctrl-C; one under way ends first.
+    faults.wait_ended(fault_bound_s(opts.lab), lambda: bool(interrupts.count))
     summary = end.done
     session.sender_ended(summary)
     if end.failure:

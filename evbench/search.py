@@ -38,8 +38,7 @@ from contract.faults import FaultDoc
 from contract.layout import SutDir
 from contract.senderlines import SenderDone, SenderStart
 from contract.units import NS_PER_S
-from evbench.faults import FaultInjector
-from evbench.faultspec import EXEC_TIMEOUT_S
+from evbench.faults import FaultInjector, fault_bound_s
 from evbench.follow import run_sender
 from evbench.health import receiver_trouble
 from evbench.insight import check_profile
@@ -191,13 +190,11 @@ class _Search:
         received_before = session.received()
         self.faults = FaultInjector(self.opts.faults, session.echo, session.sampler.watch)
         done = self._send(settings, step)
-        self.faults.cancel_pending()  # none after the sender, as in `run`
+        # A kill's target is back before the stragglers are awaited, or given up after the
+        # lab's own bound (then the next probe restarts the system, as after a death).
+        self.faults.wait_ended(fault_bound_s(self.opts.lab), lambda: bool(self.interrupts.count))
+        faults = self.faults.stop()
         session.stragglers(received_before + done["ok"])
-        # Each fault ended inside the probe (evbench.faultspec); a kill's target is back before
-        # the next probe, or given up after the lab's own bound (then the next probe restarts
-        # the system, as after a death), a user's command after its own.
-        bound_s = max(self.opts.lab.ready_timeout_s, EXEC_TIMEOUT_S) + 10
-        faults = self.faults.finish(bound_s)
         if wiring := session.wiring_mistake(done["ok"]):
             # Bisecting down to 1/s would only repeat it: the search stops at the first probe.
             raise _InstrumentFailed(wiring)

@@ -287,3 +287,30 @@ def test_a_search_with_a_fault_in_every_probe_holds_where_the_system_recovers(tm
         assert probe["reasons"][1] == "by the step rule alone: breaks"
     assert searched.result is not None and searched.result.max_sustainable_per_s == 300
     assert lines[-1].startswith("highest rate recovered from its faults at 300/s"), lines[-1]
+
+
+def test_a_kafka_channel_whose_dispatcher_is_killed_loses_nothing_it_acked(tmp_path):
+    # At-least-once: the ingress acks an event once it is in the topic, and the dispatcher,
+    # started again, resumes from the group's last commit. So nothing acked is lost, and what
+    # comes twice is at most what was delivered since that commit (one --commit-interval of
+    # the pace, 1 s; twice that for margin).
+    rate, commit_s = 200, 1.0
+    done = subprocess.run(
+        [sys.executable, "-m", "evbench", "run", "--sut", "channel-kafka", "--pace", f"{rate}:4",
+         "--partitions", "2", "--payload-bytes", "512", "--commit-interval", f"{commit_s:g}",
+         "--fault", "1@2s:kill:dispatcher", "--grace", "3", "--no-analyze",
+         "--runs-dir", str(tmp_path), "--run-id", "k"],
+        capture_output=True, text=True, timeout=240, preexec_fn=die_with_parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    sut_dir = tmp_path / f"k-{rate}x4" / "channel-kafka"
+    run = json.loads((sut_dir / "run.json").read_text())
+    (fault,) = run["faults"]
+    assert fault["error"] is None and fault["back_ns"] is not None, fault
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS)
+    acked = set(sent.filter(pc.equal(sent["status"], 202))["event_id"].to_pylist())
+    received = read_parts(sut_dir / "received", RECEIVED_FIELDS)["event_id"].to_pylist()
+    assert len(acked) == rate * 4  # the ingress is not the dispatcher: every send acked
+    assert acked - set(received) == set()  # none lost
+    duplicates = len(received) - len(set(received))
+    assert duplicates <= 2 * commit_s * rate, duplicates
