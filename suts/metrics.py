@@ -52,7 +52,7 @@ DELIVERY_COUNTERS = {
 GAUGE_HELP = {
     "queue_depth_events": "events queued and not yet taken for delivery",
     "queue_limit_events": "queue depth at which the ingress answers 503",
-    "in_flight_events": "records taken from Kafka and not yet delivered",
+    "in_flight_events": "events taken (from the queue, from Kafka) and not yet delivered",
     "assigned_partitions": "partitions assigned to this consumer",
 }
 _NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_]")

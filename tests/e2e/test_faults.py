@@ -11,11 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 from contract.documents import RunDoc, SummaryDoc, problems
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS
+from contract.records import METRIC_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from contract.senderlines import PlannedStepDoc
 from evbench.faults import FaultInjector
 from evbench.faultspec import parse_fault, parse_fault_exec
@@ -314,3 +315,67 @@ def test_a_kafka_channel_whose_dispatcher_is_killed_loses_nothing_it_acked(tmp_p
     assert acked - set(received) == set()  # none lost
     duplicates = len(received) - len(set(received))
     assert duplicates <= 2 * commit_s * rate, duplicates
+
+
+def _run_with_fault(tmp_path, sut: str, pace: str, *more: str) -> Path:
+    done = subprocess.run(
+        [sys.executable, "-m", "evbench", "run", "--sut", sut, "--pace", pace,
+         "--payload-bytes", "512", "--grace", "2", "--no-analyze", "--runs-dir", str(tmp_path),
+         "--run-id", "p", *more],
+        capture_output=True, text=True, timeout=180, preexec_fn=die_with_parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (sut_dir,) = tmp_path.glob(f"p-*/{sut}")
+    return sut_dir
+
+
+def _acked_and_received(sut_dir: Path):
+    sent = read_parts(sut_dir / "sent", SENT_FIELDS)
+    received = set(read_parts(sut_dir / "received", RECEIVED_FIELDS)["event_id"].to_pylist())
+    return sent, set(sent.filter(pc.equal(sent["status"], 202))["event_id"].to_pylist()), received
+
+
+def test_an_in_memory_channel_killed_loses_what_its_metrics_said_it_held(tmp_path):
+    # broker-imc's trigger filter, the channel's subscriber, is stopped from 0.5 s: the
+    # channel's one delivery at a time waits on it, and its queue grows at the pace until the
+    # channel is killed 2 s in. Nothing is persisted: the events lost are those it held, as
+    # its own /metrics said at the last scrape before the kill, within what can have come
+    # since (the rate x the time from that scrape, at least one interval). (The one it was
+    # delivering reaches the filter's socket and is delivered once the filter resumes.)
+    rate, interval_s = 2000, 0.25
+    sut_dir = _run_with_fault(
+        tmp_path, "broker-imc", f"{rate}:3", "--dispatcher-concurrency", "1",
+        "--scrape-interval", f"{interval_s:g}", "--fault", "1@0.5s:pause:filter:2s",
+        "--fault", "1@2s:kill:channel",
+    )  # fmt: skip
+    paused, fault = json.loads((sut_dir / "run.json").read_text())["faults"]
+    assert paused["error"] is None and fault["error"] is None, (paused, fault)
+    _, acked, received = _acked_and_received(sut_dir)
+    lost = len(acked - received)
+    scraped = read_parts(sut_dir / "samples" / "metrics", METRIC_SAMPLE_FIELDS)
+    held = scraped.filter(pc.and_(
+        pc.and_(pc.less(scraped["t_ns"], fault["at_ns"]), pc.equal(scraped["endpoint"], "channel")),
+        pc.is_in(scraped["metric"], pa.array(["evbench_lab_queue_depth_events",
+                                              "evbench_lab_in_flight_events"])),
+    )).to_pylist()  # fmt: skip
+    last_ns = max(row["t_ns"] for row in held)
+    said = sum(row["value"] for row in held if row["t_ns"] == last_ns)
+    assert said > 500, said  # a queue to lose, not a rounding error
+    since_s = max(interval_s, (fault["at_ns"] - last_ns) / NS_PER_S)
+    assert abs(lost - said) <= rate * since_s, (lost, said, since_s)
+
+
+def test_a_broker_ingress_killed_fails_sends_and_loses_nothing_it_acked(tmp_path):
+    # broker-imc's ingress answers with the channel's answer: while it is down the sender's
+    # requests fail, and what it had acked was already in the channel.
+    sut_dir = _run_with_fault(
+        tmp_path, "broker-imc", "300:3", "--fault", "1@1s:kill:ingress"
+    )  # fmt: skip
+    (fault,) = json.loads((sut_dir / "run.json").read_text())["faults"]
+    sent, acked, received = _acked_and_received(sut_dir)
+    down = pc.and_(
+        pc.greater_equal(sent["intended_ns"], fault["at_ns"]),
+        pc.less(sent["intended_ns"], fault["back_ns"]),
+    )
+    assert pc.sum(pc.and_(down, pc.not_equal(sent["status"], 202))).as_py() > 0
+    assert acked - received == set() and len(acked) > 600

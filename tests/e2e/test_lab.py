@@ -116,6 +116,7 @@ def _check_lab_metrics(scraped: dict[str, str], events: int, partitions: int) ->
         assert _only(got, "evbench_lab_delivery_failures_total") == 0, role
         if hop == "imc-channel":
             assert _only(got, "evbench_lab_queue_depth_events") == 0
+            assert _only(got, "evbench_lab_in_flight_events") == 0  # every one delivered
         if hop == "kafka-dispatcher":
             consumed = got["eventing_kafka_consumed_msg_count"]
             assert len(consumed) == partitions  # each assigned one, 0 or not
