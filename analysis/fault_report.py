@@ -35,7 +35,7 @@ def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int
     for key, name, colour in (
         ("window_send_failures", "send failures in its window", "#d62728"),
         ("window_lost", "lost in its window", "#8c564b"),
-        ("window_duplicates", "duplicates in its window", "#ff7f0e"),
+        ("step_duplicates", "duplicates in its step", "#ff7f0e"),
         ("window_late", "late in its window", "#17becf"),
     ):
         figure.add_trace(
@@ -60,8 +60,8 @@ def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int
 
 def faults_brief(faults: Sequence[FaultSummaryDoc]) -> str:
     """One cell for the index and `compare`: how many faults were done, how soon the system
-    recovered from them, and what they cost (of the events due in their windows). `-` for a
-    run without faults. Pure."""
+    recovered from them, and what they cost (of the events due in their windows; duplicates
+    in their steps, each step once). `-` for a run without faults. Pure."""
     if not faults:
         return "-"
     done = [f for f in faults if f["at_s"] is not None]
@@ -75,7 +75,7 @@ def faults_brief(faults: Sequence[FaultSummaryDoc]) -> str:
         recovered = f"{len(times)} of {len(done)} recovered" + (f" (in {span} s)" if times else "")
     failed = sum(f["window_send_failures"] or 0 for f in done)
     lost = sum(f["window_lost"] or 0 for f in done)
-    duplicates = sum(f.get("window_duplicates") or 0 for f in done)
+    duplicates = sum({f["step"]: f["step_duplicates"] or 0 for f in done}.values())
     late = sum(f.get("window_late") or 0 for f in done)
     noun = "fault" if len(done) == 1 else "faults"
     return (

@@ -9,14 +9,16 @@ point, the sustainable rate and the e2e baseline the rule compares with come fro
 without one.
 
 Each fault's ledger is read from the run's per-second series (metrics.parquet: events due,
-failed, lost, duplicated and delivered late by the second they were due, deliveries by the
-second they arrived) and the
+failed, lost and delivered late by the second they were due, deliveries by the second they
+arrived) and the
 per-second e2e P99: the system has *recovered* at the first second from which
 `RECOVERY_SECONDS` seconds in a row deliver at least `RECOVERED_RATE_SHARE` of their pace and
 keep their e2e P99 within the band the step had before the fault (`RECOVERY_BAND_FACTOR` times
 its highest per-second P99 before the fault, plus `RECOVERY_BAND_FLOOR_MS`), within the fault's
 step; the fault's window runs from the second it was done in to that second (or the step's
-end), at one second's resolution, and its counts are of the events due in it.
+end), at one second's resolution, and its counts are of the events due in it; duplicates are
+counted over its step (a consumer started again redelivers from its last commit: events due
+before the fault).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ RECOVERY_BAND_FLOOR_MS = 5.0  # a second's P99 of a few ms moves by that much un
 
 
 # The per-second counts (by the second events were due) a fault's window adds up.
-_WINDOW_COUNTS = ("scheduled", "send_failures", "lost", "duplicates", "late")
+_WINDOW_COUNTS = ("scheduled", "send_failures", "lost", "late")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,6 @@ class FaultLedger:
     scheduled: int  # events due in the window (from its first second to the recovered one)
     send_failures: int  # of those events (as the following counts)
     lost: int
-    duplicates: int
     late: int  # delivered more than analysis.steprule.LATE_AFTER_MS after they were due
     peak_e2e_p99_ms: float | None  # the highest per-second e2e P99 in the window
 
@@ -108,7 +109,7 @@ def fault_ledger(
     counts = {name: sum(r[name] for r in window) for name in _WINDOW_COUNTS}
     return FaultLedger(
         first, recovered, after_s, band, counts["scheduled"], counts["send_failures"],
-        counts["lost"], counts["duplicates"], counts["late"], max(peaks) if peaks else None,
+        counts["lost"], counts["late"], max(peaks) if peaks else None,
     )  # fmt: skip
 
 
@@ -158,11 +159,14 @@ def _cost(ledger: FaultLedger | None, total: StepTotals | None) -> str:
         else f"recovered {ledger.recovered_after_s:.1f} s after it"
     )
     peak = ledger.peak_e2e_p99_ms
+    # Duplicates are the step's: a consumer started again redelivers from its last commit,
+    # events due before the fault.
+    duplicates = f"; {total['duplicates']} duplicates in the step" if total else ""
     return (
         f"{recovered}; of the {ledger.scheduled} events due in its window, "
-        f"{ledger.send_failures} send failures, {ledger.lost} lost, {ledger.duplicates} "
-        f"duplicates, {ledger.late} late (over {LATE_AFTER_MS / 1000:g} s); e2e P99 up to "
-        f"{'-' if peak is None else f'{peak:.0f}'} ms"
+        f"{ledger.send_failures} send failures, {ledger.lost} lost, {ledger.late} late (over "
+        f"{LATE_AFTER_MS / 1000:g} s); e2e P99 up to {'-' if peak is None else f'{peak:.0f}'} "
+        f"ms{duplicates}"
     )
 
 
@@ -241,7 +245,6 @@ def fault_summaries(
                 "window_scheduled": ledger.scheduled if ledger else None,
                 "window_send_failures": ledger.send_failures if ledger else None,
                 "window_lost": ledger.lost if ledger else None,
-                "window_duplicates": ledger.duplicates if ledger else None,
                 "window_late": ledger.late if ledger else None,
                 "window_peak_e2e_p99_ms": ledger.peak_e2e_p99_ms if ledger else None,
                 "band_ms": ledger.band_ms if ledger else None,

@@ -68,12 +68,11 @@ TOTALS_ARROW = pa.struct(
         ("negative_e2e", pa.int64()),
     ]
 )
-# Sends count by sent_ns, failures, losses, duplicates and late deliveries (analysis.steprule
-# .LATE_AFTER_MS) by intended_ns (when the event was due), deliveries by received_ns
-# (docs/design.md §4). `step` and the target are those of the events
-# due in that second; null where none was.
+# Sends count by sent_ns, failures, losses and late deliveries (analysis.steprule.LATE_AFTER_MS)
+# by intended_ns (when the event was due), deliveries by received_ns (docs/design.md §4). `step`
+# and the target are those of the events due in that second; null where none was.
 SECOND_COUNTS = (
-    "scheduled", "send_failures", "lost", "sent", "acked", "delivered", "duplicates", "late",
+    "scheduled", "send_failures", "lost", "sent", "acked", "delivered", "late",
 )  # fmt: skip
 SECOND_ARROW = pa.struct(
     [
@@ -230,7 +229,6 @@ def second_counts(
         scheduled=ones,
         send_failures=flags["send_failure"],
         lost=flags["lost"],
-        duplicates=flags["duplicates"],
         late=late.astype(np.int64),
     )
     distinct, index = _groups(due)

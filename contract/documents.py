@@ -310,9 +310,8 @@ class FaultSummaryDoc(TypedDict):
     window_scheduled: int | None  # events due from its second to the one it recovered in
     window_send_failures: int | None
     window_lost: int | None
-    # of the window's events, duplicated and delivered late (analysis.steprule.LATE_AFTER_MS);
-    # summaries analysed before they were counted lack them
-    window_duplicates: NotRequired[int | None]
+    # of the window's events, delivered late (analysis.steprule.LATE_AFTER_MS); summaries
+    # analysed before it was counted lack it
     window_late: NotRequired[int | None]
     window_peak_e2e_p99_ms: float | None  # the highest per-second e2e P99 in the window
     band_ms: float | None  # the step's e2e P99 band before it (None: no second before)

@@ -160,10 +160,10 @@ def test_compare_two_runs(spark, tmp_path):
              "back_s": 3.3, "error": None, "recovered_after_s": 1.99, "window_scheduled": 2000,
              "window_send_failures": 1270, "window_lost": 0, "window_peak_e2e_p99_ms": 8.0,
              "band_ms": 9.0, "step_send_failures": 1270, "step_lost": 0,
-             "step_duplicates": 0, "text": "kill x"}  # fmt: skip
+             "step_duplicates": 0, "window_late": 0, "text": "kill x"}  # fmt: skip
     summary_path.write_text(json.dumps({**summary, "faults": [fault]}))
     rows = comparison_rows([root / "run-x-p", second_run])
-    brief = "1 fault: recovered in 2.0 s; 1,270 failed, 0 lost, 0 duplicates"
+    brief = "1 fault: recovered in 2.0 s; 1,270 failed, 0 lost, 0 duplicates, 0 late"
     (line,) = [line for line in comparison_text(rows).splitlines() if line.startswith("direct")]
     assert line.count(brief) == 1 and line.index(brief) > line.index("|", line.index("|") + 1)
     dom, console = render(write_comparison(rows, root / "compare.html"), tmp_path)
