@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from analysis import sentindex
 from analysis.compact import Copy, compact_received, holds
+from analysis.objectives import Objective
 from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
 from contract.documents import RunDoc, schedule_start_ns
@@ -34,6 +35,7 @@ class AnalyzeOptions:
     thresholds: Thresholds = field(default_factory=Thresholds)
     # Events per slice, the unit of work (analysis.slices): memory per task against tasks.
     slice_events: int = SLICE_EVENTS
+    objectives: tuple[Objective, ...] = ()  # --slo: judged on each summary (analysis.objectives)
 
 
 @dataclass(frozen=True)

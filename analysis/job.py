@@ -40,6 +40,7 @@ from analysis.inputs import (
     never_started,
     sut_dirs,
 )
+from analysis.objectives import judge as judge_objectives
 from analysis.steprule import StepTotals, merged_totals
 from analysis.steps import (
     POINTS_ARROW,
@@ -102,6 +103,8 @@ def analyze(
         doc = summary(
             checked[key], opts, found.findings(key), (measured_offsets[key], applied[key])
         )
+        if opts.objectives:
+            doc["objectives"] = judge_objectives(opts.objectives, doc)
         _write_sut(SutDir(path), key, found, doc)
         echo(headline(doc))
         summaries.append(doc)

@@ -30,6 +30,7 @@ from analysis.figures import (
 )
 from analysis.insight_html import system_sections
 from analysis.memory_report import write_memory_report as write_memory_report
+from analysis.objectives import objectives_section
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
 from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import drift_verdict_text, verdict_text
@@ -254,6 +255,7 @@ def write_report(
         f"<h1>{html.escape(name)}</h1>{status_banner(summary)}"
         f"<p><b>{html.escape(headline(summary))}</b>; end-to-end "
         f"{html.escape(_latency_cell(summary['latency_ms']['e2e']))}</p>{trimmed}"
+        + objectives_section(summary)
         + _counts_table(summary)
         + figure_html(six, "six-series")
         + "<p class='note'>The latency lines are cumulative, as in 2019: at each second, the "

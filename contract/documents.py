@@ -321,6 +321,16 @@ class FaultSummaryDoc(TypedDict):
     text: str  # as the verdict says it
 
 
+class ObjectiveDoc(TypedDict):
+    """An objective (`--slo`) as the analysis judged it (analysis.objectives)."""
+
+    objective: str  # as given
+    met: bool
+    measured: float | None  # what decided it (None: not measured, or no breaking point at all)
+    where: str  # the run, the step that breached it, or every judged step
+    text: str
+
+
 class SummaryDoc(TypedDict):
     """analysis/summary.json of one SUT."""
 
@@ -344,6 +354,7 @@ class SummaryDoc(TypedDict):
     sut_deaths: NotRequired[list[DeathSummaryDoc]]  # the system's processes that died, if any
     faults: NotRequired[list[FaultSummaryDoc]]  # --fault, --fault-exec: each with its step's cost
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
+    objectives: NotRequired[list[ObjectiveDoc]]  # --slo: each met or breached
 
 
 # reading --------------------------------------------------------------------------------------

@@ -52,7 +52,9 @@ class SearchDoc(TypedDict):
     fresh: bool  # the system restarted before every probe
     settle_s: float | None  # quiet time between warm probes
     workers: NotRequired[int]
-    objective: dict[str, Any]  # evbench.probejudge.Objective
+    # --slo's terms ({"terms": [...]}; before one grammar served every command, the two figures
+    # it had: {"e2e_p99_ms", "lost_ratio"})
+    objective: dict[str, Any]
     probes: list[SearchProbeDoc]
     result: SearchResultDoc | None  # None: interrupted or failed
     minutes: float

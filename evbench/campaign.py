@@ -22,6 +22,16 @@ from contract.errors import EvbenchError
 from runtime.runs import refuse_taken
 
 _EXIT_CODES: dict[str, int] = {"completed": 0, "interrupted": 130}
+# A run that completed, analysed, and missed an objective (`--slo`): for CI, apart from a
+# failure (1) and a bad input (2).
+OBJECTIVE_BREACHED = 3
+# Which code a command with several says: the most severe (an interruption, then a bad input,
+# a failure, a breached objective, success).
+_SEVERITY = {0: 0, OBJECTIVE_BREACHED: 1, 1: 2, 2: 3, 130: 4}
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    return max(codes, key=lambda code: _SEVERITY.get(code, 2), default=0)
 
 
 def exit_code(status: str) -> int:

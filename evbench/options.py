@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.objectives import Objective
 from analysis.verdicts import Thresholds
 from contract.documents import NotReported, RecordsOnDiskDoc, RunStatus, SutDeathDoc, SutDescription
 from contract.layout import SutDir
@@ -23,7 +24,6 @@ from contract.senderlines import SenderDone
 from evbench.campaign import exit_code
 from evbench.consumers import BareClientOptions, ConsumerSpec
 from evbench.faultspec import Fault
-from evbench.probejudge import Objective
 from evbench.profiles import PprofTarget, ProfileRequest
 from evbench.scrape import ScrapeTarget
 from evbench.searchplan import SearchPlan
@@ -139,7 +139,7 @@ class SearchOptions(SessionOptions):
     plan: SearchPlan
     fresh: bool = False  # restart the system (and its broker) before every probe
     settle_s: float = 10.0  # a warm system is quiet this long before the next probe
-    objective: Objective = field(default_factory=Objective)
+    objective: tuple[Objective, ...] = ()  # --slo: asked of every probe
     thresholds: Thresholds = field(default_factory=Thresholds)
     # --fault, --fault-exec: STEP counts probes; a probe with a fault holds when the system
     # recovered from it within the probe (evbench.probejudge)

@@ -5,23 +5,24 @@ step of at most a few hundred thousand events, so its figures are computed here 
 as the analysis reads them (analysis.tasks.files_events: sent rows met with their first
 deliveries, on the sender's clock), by the step rule the analysis itself applies to every step
 (analysis.steprule: the same outcomes, totals, T-Digest tails and figures), judged by the
-reports' rule (analysis.verdicts.judge), plus the user's objective. The run's final analysis
-recomputes every step with Spark, as for any run, and reaches the same figures, provided the
-probe's seconds are counted from the run's schedule start (`schedule_start_ns`; by default from
-the probe's first slot, which moves only the per-second medians the rise is fitted to).
+reports' rule (analysis.verdicts.judge), plus the user's objectives (analysis.objectives). The
+run's final analysis recomputes every step with Spark, as for any run, and reaches the same
+figures, provided the probe's seconds are counted from the run's schedule start
+(`schedule_start_ns`; by default from the probe's first slot, which moves only the per-second
+medians the rise is fitted to).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.faultsteps import FaultLedger, fault_ledgers
+from analysis.objectives import Objective, breached, judge_values
 from analysis.steprule import judged_figures, latencies, outcomes, seconds_since
 from analysis.steps import second_counts
 from analysis.verdicts import (
@@ -34,31 +35,6 @@ from analysis.verdicts import (
     judge,
 )
 from contract.faults import FaultDoc
-
-
-@dataclass(frozen=True)
-class Objective:
-    """What the user asks of a holding rate beyond the breaking-point rule (`--slo`)."""
-
-    e2e_p99_ms: float | None = None
-    lost_ratio: float | None = None
-
-
-_TERM = re.compile(r"^(e2e-p99)<=([0-9.]+)ms$|^(lost)<=([0-9.]+)%$")
-
-
-def parse_objective(text: str) -> Objective:
-    """`e2e-p99<=200ms,lost<=0.1%` (either or both); anything else names the bad term."""
-    e2e = lost = None
-    for term in (t.strip() for t in text.split(",") if t.strip()):
-        found = _TERM.match(term.replace(" ", ""))
-        if not found:
-            raise ValueError(f"--slo term '{term}': use e2e-p99<=200ms or lost<=0.1%")
-        if found.group(1):
-            e2e = float(found.group(2))
-        else:
-            lost = float(found.group(4)) / 100
-    return Objective(e2e, lost)
 
 
 def probe_figures(
@@ -120,13 +96,16 @@ def baseline_e2e_p99_ms(earlier: Sequence[tuple[str, float | None]]) -> float | 
 
 
 def verdict_of(
-    fig: StepFigures, thresholds: Thresholds, objective: Objective, instruments_only: bool = False
+    fig: StepFigures,
+    thresholds: Thresholds,
+    objectives: Sequence[Objective] = (),
+    instruments_only: bool = False,
 ) -> Verdict:
     """The reports' rule, then the objective: a probe that holds by the rule but misses the
     objective breaks, with the objective's reason. Where the system is the instruments (direct:
     the receiver), where it breaks (by the rule or the objective) the instruments do:
     sender-limited. Pure."""
-    found = _by_rule_and_objective(fig, thresholds, objective)
+    found = _by_rule_and_objective(fig, thresholds, objectives)
     if found.verdict == BREAKS and instruments_only:
         why = "the system is the instruments (the receiver), so its limit is theirs"
         return replace(found, verdict=SENDER_LIMITED, reasons=(*found.reasons, why))
@@ -134,20 +113,20 @@ def verdict_of(
 
 
 def _by_rule_and_objective(
-    fig: StepFigures, thresholds: Thresholds, objective: Objective
+    fig: StepFigures, thresholds: Thresholds, objectives: Sequence[Objective]
 ) -> Verdict:
     found = judge(fig, thresholds)
     if found.verdict != HOLDS:
         return found
-    missed = []
-    if objective.e2e_p99_ms is not None and (fig.e2e_p99_ms or 0) > objective.e2e_p99_ms:
-        missed.append(
-            f"e2e P99 {fig.e2e_p99_ms:.1f} ms over the objective's {objective.e2e_p99_ms:g} ms"
-        )
-    if objective.lost_ratio is not None and fig.lost > objective.lost_ratio * max(fig.acked, 1):
-        missed.append(
-            f"{fig.lost} lost of {fig.acked}, over the objective's {objective.lost_ratio:.2%}"
-        )
+    values = {
+        "e2e-p99": fig.e2e_p99_ms,
+        "lost": fig.lost,
+        "lost%": fig.lost / fig.acked if fig.acked else 0.0,
+        "send-failures": fig.send_failures,
+        "send-failures%": fig.send_failures / fig.scheduled if fig.scheduled else 0.0,
+    }
+    missed = breached(judge_values(objectives, values, f"probe {fig.step}"))
     if missed:
-        return Verdict(fig.step, fig.target_rate_per_s, BREAKS, tuple(missed))
+        reasons = tuple(f"the objective {m['text']}" for m in missed)
+        return Verdict(fig.step, fig.target_rate_per_s, BREAKS, reasons)
     return found

@@ -89,7 +89,7 @@ def search_doc(
         "fresh": opts.fresh,
         "settle_s": None if opts.fresh else opts.settle_s,
         "workers": opts.workers,
-        "objective": asdict(opts.objective),
+        "objective": {"terms": [objective.text for objective in opts.objective]},
         "probes": probes,
         "result": _result_doc(result) if result is not None else None,
         "minutes": round((time.time_ns() - started_ns) / (60 * NS_PER_S), 2),

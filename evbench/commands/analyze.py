@@ -8,8 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from analysis.objectives import Objective, Scope, parse_objectives
 from analysis.slices import SLICE_EVENTS
+from contract.documents import SummaryDoc
 from contract.errors import EvbenchError
+from evbench.campaign import OBJECTIVE_BREACHED, worst_exit_code
 from evbench.commands import Subcommands, echo
 from runtime.argtypes import at_least_one, seconds, spark_master, spark_remote
 from runtime.clocks import CORRECTION_MODES, DEFAULT_CORRECTION
@@ -66,6 +69,7 @@ def add(commands: Subcommands) -> None:
         help='override verdict thresholds, e.g. {"max_lost_ratio": 0.01}; the thresholds '
         "used are printed in every summary.json",
     )
+    add_slo_argument(analyze, "run")
     _add_method_arguments(analyze)
     add_plot_metric_argument(analyze)
     add_verbose_argument(analyze)
@@ -108,6 +112,32 @@ def add_plot_metric_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_SLO_HELP = {
+    "run": "objectives the analysed run must meet, e.g. --slo 'e2e-p99<=200ms,lost<=0,"
+    "max-sustainable>=1200' (quoted: < is the shell's): e2e-/publish-p50, p99, p99.9, p99.99, "
+    "max in ms or s; lost, duplicates, send-failures as events or a share (0.1%%); "
+    "breaking-point, max-sustainable in events/s. Whole run by default, `step:` before a term "
+    "for every judged step. Each is said met or breached, in summary.json and the report; a "
+    "breach exits 3 (default: none)",
+    "probe": "a holding probe must also meet this, e.g. --slo 'e2e-p99<=200ms,lost<=0.1%%' "
+    "(quoted: < is the shell's): each probe's e2e-p99 (from the intended send time), lost and "
+    "send-failures, as events or a share (default: the breaking-point rule alone)",
+}
+
+
+def add_slo_argument(parser: argparse.ArgumentParser, scope: Scope) -> None:
+    """--slo: one grammar (analysis.objectives) for analyze and run (judged on the analysed
+    run) and search (on each probe)."""
+
+    def objectives(text: str) -> tuple[Objective, ...]:
+        try:
+            return parse_objectives(text, scope)
+        except ValueError as exc:  # argparse would say only "invalid value"
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument("--slo", type=objectives, default=(), help=_SLO_HELP[scope])
+
+
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
     """--verbose: what Spark prints as it starts (log4j's profile, its warnings about this host),
     hidden otherwise. For every command that analyses (analyze, run, search, memory, collect,
@@ -131,6 +161,7 @@ def main(args: argparse.Namespace) -> int:
         args.verbose,
         args.plot_metrics,
         args.slice_events,
+        args.slo,
     )
 
 
@@ -145,10 +176,10 @@ def analyze_path(
     verbose: bool = False,
     plot_metrics: Sequence[str] = (),
     slice_events: int = SLICE_EVENTS,
+    objectives: Sequence[Objective] = (),
 ) -> int:
-    """Exit code: 0, or 1 when an instrument of any analysed system failed. Spark's start-up
-    messages print only when `verbose`; `plot_metrics` choose the scraped series the reports
-    plot (analysis.insight); `slice_events` bounds the unit of work (analysis.slices)."""
+    """Exit code: worst of `_exit_codes`'. Spark's start-up messages print only when `verbose`;
+    `plot_metrics` choose the series the reports plot; `slice_events` bounds a task's work."""
     # Spark is imported here only, so the instruments' processes never load it (docs/design.md §2).
     from analysis.inputs import inputs_for
     from analysis.memory_job import is_memory_run
@@ -158,10 +189,8 @@ def analyze_path(
         return analyze_memory_path(path, master, remote, verbose)
     # Every input is checked before Spark starts (a second at most): a bad path fails at once.
     inputs = inputs_for(path, echo)
-    echo(
-        f"analysing {len(inputs)} SUT director{'y' if len(inputs) == 1 else 'ies'} "
-        f"with Spark ({remote or master})"
-    )
+    plural = "y" if len(inputs) == 1 else "ies"
+    echo(f"analysing {len(inputs)} SUT director{plural} with Spark ({remote or master})")
     spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose, slice_events)
     from analysis.job import AnalyzeOptions, analyze
     from analysis.report import write_index, write_report
@@ -177,6 +206,7 @@ def analyze_path(
                 export_knative=export_knative,
                 clock_correction=clock_correction,
                 slice_events=slice_events,
+                objectives=tuple(objectives),
             ),
             echo,
         )
@@ -193,7 +223,18 @@ def analyze_path(
         echo(f"  -> {write_index(run_dir, analysed)}")
     finally:
         stopped()
-    return 1 if any(s["instrument_failures"] for s in summaries) else 0
+    return worst_exit_code(_exit_codes(summaries))
+
+
+def _exit_codes(summaries: Sequence[SummaryDoc]) -> list[int]:
+    """Each system's: 1 when an instrument failed, 3 when it missed an objective (each said)."""
+    codes = []
+    for summary in summaries:
+        for judged in summary.get("objectives", []):
+            echo(f"{summary['sut']}: objective {judged['text']}")
+        missed = any(not judged["met"] for judged in summary.get("objectives", []))
+        codes.append(1 if summary["instrument_failures"] else OBJECTIVE_BREACHED if missed else 0)
+    return codes
 
 
 def read_thresholds(path: Path | None) -> Thresholds:

@@ -7,8 +7,15 @@ import os
 import sys
 from pathlib import Path
 
+from contract.errors import EvbenchError
+from evbench.campaign import worst_exit_code
 from evbench.commands import Subcommands, echo
-from evbench.commands.analyze import add_plot_metric_argument, add_verbose_argument, analyze_path
+from evbench.commands.analyze import (
+    add_plot_metric_argument,
+    add_slo_argument,
+    add_verbose_argument,
+    analyze_path,
+)
 from evbench.commands.faultflags import add_fault_arguments, checked_faults
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
@@ -38,6 +45,7 @@ def add(commands: Subcommands) -> None:
     add_plot_metric_argument(run)
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
     add_fault_arguments(run, "step", "2@5s")
+    add_slo_argument(run, "run")
     run.set_defaults(main=main)
 
 
@@ -46,6 +54,9 @@ def main(args: argparse.Namespace) -> int:
     from evbench.runner import run_matrix
     from suts.lab import LOCAL_SUTS
 
+    if args.slo and args.no_analyze:
+        raise EvbenchError("--slo is judged on the analysis: drop --no-analyze, or give --slo "
+                           "to `evbench analyze` later")  # fmt: skip
     pace = resolve_pace(args.pace, args.paces_dir)
     session = session_kwargs(args)
     opts = RunOptions(
@@ -76,7 +87,8 @@ def main(args: argparse.Namespace) -> int:
         where = target if single else target.parent
         codes.append(
             analyze_path(
-                where, "local[*]", 0.0, verbose=args.verbose, plot_metrics=args.plot_metrics
+                where, "local[*]", 0.0, verbose=args.verbose, plot_metrics=args.plot_metrics,
+                objectives=args.slo,
             )
-        )
-    return max(codes)
+        )  # fmt: skip
+    return worst_exit_code(codes)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.layout import SutDir, sut_dir_for
-from evbench.campaign import campaign_exit_code, each
+from evbench.campaign import campaign_exit_code, each, worst_exit_code
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import (
     add_plot_metric_argument,
+    add_slo_argument,
     add_verbose_argument,
     analyze_path,
 )
@@ -21,12 +22,9 @@ from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.searchplan import SearchPlan, parse_resolution
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
 from loadgen.pace import Step
+from loadgen.settings import add_knob_arguments
 from runtime.argtypes import at_least_one, seconds
 from runtime.parquet import part_files
-
-if TYPE_CHECKING:
-    from evbench.probejudge import Objective
-from loadgen.settings import add_knob_arguments
 
 
 def _whole_seconds(text: str) -> int:
@@ -113,15 +111,6 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
         ),
     ),
     (
-        "--slo",
-        dict(
-            default="",
-            help="a holding probe must also meet this, e.g. --slo 'e2e-p99<=200ms,lost<=0.1%%' "
-            "(quoted: < is the shell's) (the P99 from the intended send time; default: the "
-            "breaking-point rule alone)",
-        ),
-    ),
-    (
         "--fresh",
         dict(
             action="store_true",
@@ -163,6 +152,7 @@ def add(commands: Subcommands) -> None:
     add_verbose_argument(search)
     add_plot_metric_argument(search)
     add_fault_arguments(search, "probe", "every@5s")
+    add_slo_argument(search, "probe")
     search.set_defaults(main=main)
 
 
@@ -170,7 +160,7 @@ def main(args: argparse.Namespace) -> int:
     from runtime.runs import next_run_id
     from suts.lab import LOCAL_SUTS
 
-    plan, objective = _plan(args)
+    plan = _plan(args)
     session = session_kwargs(args)
     if session["send"].warmup:
         raise EvbenchError("--warmup does not apply to a search: its first probes warm the system")
@@ -182,7 +172,7 @@ def main(args: argparse.Namespace) -> int:
     probes = max((f.step or 1 for f in (*args.fault, *args.fault_exec)), default=1)
     options = {
         "plan": plan,
-        "objective": objective,
+        "objective": args.slo,
         "fresh": args.fresh,
         "settle_s": args.settle,
         "faults": checked_faults(args, session["lab"], suts, [Step(1, plan.probe_s)] * probes),
@@ -197,21 +187,18 @@ def main(args: argparse.Namespace) -> int:
     analysed = analyze_path(
         where, "local[*]", 0.0, verbose=args.verbose, plot_metrics=args.plot_metrics
     )
-    return code or analysed
+    return worst_exit_code([code, analysed])
 
 
-def _plan(args: argparse.Namespace) -> tuple[SearchPlan, Objective]:
-    from evbench.probejudge import parse_objective
-
+def _plan(args: argparse.Namespace) -> SearchPlan:
     try:
-        plan = SearchPlan(
+        return SearchPlan(
             args.from_per_s,
             args.max_per_s,
             parse_resolution(args.resolution),
             probe_s=args.hold,
             confirm_s=args.confirm,
         )
-        return plan, parse_objective(args.slo)
     except ValueError as exc:
         raise EvbenchError(str(exc)) from None
 

@@ -230,3 +230,27 @@ def test_hostile_names_are_shown_and_never_run(reports, tmp_path):
     assert _title(dom) == f"{SCRIPT} · {SCRIPT + BREAKOUT} · p"
     assert console_errors(console) == []
     assert "<svg onload" not in dom and drawn(dom, "six-series")
+
+
+def test_objectives_are_judged_on_the_analysis_and_shown_in_the_report(reports, spark, tmp_path):
+    from analysis.objectives import parse_objectives
+    from evbench.campaign import OBJECTIVE_BREACHED
+    from evbench.commands.analyze import _exit_codes
+
+    root, _, _ = reports
+    sut = tmp_path / "run-x-p" / "direct"
+    shutil.copytree(root / "run-x-p" / "direct", sut)
+    # the crafted run breaks at 400/s and sustains 200/s
+    objectives = parse_objectives("max-sustainable>=200,breaking-point>=1000,step:lost<=10%")
+    (summary,) = analyze(spark, [sut], AnalyzeOptions(objectives=objectives))
+    on_disk = json.loads((sut / "analysis" / "summary.json").read_text())
+    assert on_disk["objectives"] == summary["objectives"]
+    assert [(o["objective"], o["met"]) for o in summary["objectives"]] == [
+        ("max-sustainable>=200", True), ("breaking-point>=1000", False), ("step:lost<=10%", True)
+    ]  # fmt: skip
+    assert summary["objectives"][1]["text"] == "breaking-point>=1000: BREACHED (the run: 400/s)"
+    assert _exit_codes([summary]) == [OBJECTIVE_BREACHED]
+    dom, console = render(write_report(sut), tmp_path)
+    assert console_errors(console) == []
+    assert "Objectives: 1 of 3 breached" in dom
+    assert '<li class="breaks">breaking-point&gt;=1000: BREACHED (the run: 400/s)</li>' in dom

@@ -3,7 +3,7 @@
 import pytest
 
 from contract.errors import EvbenchError
-from evbench.campaign import campaign_exit_code, each, exit_code
+from evbench.campaign import campaign_exit_code, each, exit_code, worst_exit_code
 from runtime.runs import refuse_taken
 
 
@@ -88,3 +88,17 @@ def test_a_taken_directory_is_refused_before_anything(tmp_path):
 def test_exit_codes(status, code):
     assert exit_code(status) == code
     assert campaign_exit_code([]) == 0
+
+
+@pytest.mark.parametrize(
+    ("codes", "worst"),
+    [
+        ([], 0),
+        ([0, 3], 3),  # an objective breached
+        ([3, 1], 1),  # a failure is worse than a miss: its figures may not be the system's
+        ([1, 2, 3], 2),
+        ([3, 130, 1], 130),  # the user stopped it
+    ],
+)
+def test_the_worst_exit_code_is_said(codes, worst):
+    assert worst_exit_code(codes) == worst

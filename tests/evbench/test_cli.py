@@ -247,3 +247,23 @@ def test_analyze_refuses_non_finite_thresholds_naming_the_flag(tmp_path, value):
 )
 def test_send_runs_one_sender_or_a_fleets_master_or_worker(argv, command):
     assert sender_command(argv) == command
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--slo", "e2e-p99<=1s", "--no-analyze"], "--slo is judged on the analysis"),
+        (["run", "--slo", "e2e-p99<200ms"], "--slo term 'e2e-p99<200ms': write NAME<=VALUE"),
+        (["analyze", "x", "--slo", "lost<=0.5"], "a whole number of events"),
+        (["search", "--slo", "max-sustainable>=10"], "the whole run's, not a step's"),
+    ],
+)
+def test_objectives_are_read_alike_by_every_command(tmp_path, args, message, capsys):
+    from evbench.cli import main
+
+    try:
+        code = main([*args, "--runs-dir", str(tmp_path)] if args[0] != "analyze" else args)
+    except SystemExit as exited:  # argparse's own refusal
+        code = exited.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
