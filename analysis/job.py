@@ -41,6 +41,7 @@ from analysis.inputs import (
     sut_dirs,
 )
 from analysis.objectives import judge as judge_objectives
+from analysis.spectrum import spectrum_doc
 from analysis.steprule import StepTotals, merged_totals
 from analysis.steps import (
     POINTS_ARROW,
@@ -103,6 +104,7 @@ def analyze(
         doc = summary(
             checked[key], opts, found.findings(key), (measured_offsets[key], applied[key])
         )
+        doc["spectrum"] = spectrum_doc(found.findings(key).sketches)
         if opts.objectives:
             doc["objectives"] = judge_objectives(opts.objectives, doc)
         _write_sut(SutDir(path), key, found, doc)

@@ -32,6 +32,7 @@ from analysis.insight_html import system_sections
 from analysis.memory_report import write_memory_report as write_memory_report
 from analysis.objectives import objectives_section
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
+from analysis.spectrum import spectrum_section, systems_spectrum
 from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import drift_verdict_text, verdict_text
 from analysis.window_report import windows_section
@@ -258,6 +259,7 @@ def write_report(
         + objectives_section(summary)
         + _counts_table(summary)
         + figure_html(six, "six-series")
+        + spectrum_section(summary)
         + "<p class='note'>The latency lines are cumulative, as in 2019: at each second, the "
         "P99.99 of every event sent up to then, from T-Digests, so an early spike dominates the "
         "start and the right end is the whole run. The tables' tail figures are exact where "
@@ -314,6 +316,8 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         )
         figure.update_layout(height=420)
         graphs.append(f"<div>{figure_html(figure, f'six-{len(graphs)}')}</div>")
+    spectrum = systems_spectrum(summaries)  # below the systems' columns, the whole width
+    below = "" if spectrum is None else figure_html(spectrum, "spectrum-systems")
     body = (
         f"<h1>{html.escape(run_dir.name)}</h1>{_index_banners(summaries)}"
         "<table><tr><th>SUT</th><th>verdict</th>"
@@ -324,6 +328,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         + "</table><div class='grid'>"
         + "".join(graphs)
         + "</div>"
+        + below
     )
     path = run_index_html(run_dir)
     write_text_atomically(path, page(run_dir.name, plotly_js(runs_root), run_dir, body))

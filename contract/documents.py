@@ -17,6 +17,7 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type
 
 from contract.errors import EvbenchError
 from contract.faults import FaultDoc
+from contract.figures import ObjectiveDoc, SpectrumPointDoc
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.lines import SenderClock, renamed_keys
 from contract.receiverlines import ReceiverStats
@@ -321,16 +322,6 @@ class FaultSummaryDoc(TypedDict):
     text: str  # as the verdict says it
 
 
-class ObjectiveDoc(TypedDict):
-    """An objective (`--slo`) as the analysis judged it (analysis.objectives)."""
-
-    objective: str  # as given
-    met: bool
-    measured: float | None  # what decided it (None: not measured, or no breaking point at all)
-    where: str  # the run, the step that breached it, or every judged step
-    text: str
-
-
 class SummaryDoc(TypedDict):
     """analysis/summary.json of one SUT."""
 
@@ -355,6 +346,7 @@ class SummaryDoc(TypedDict):
     faults: NotRequired[list[FaultSummaryDoc]]  # --fault, --fault-exec: each with its step's cost
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
     objectives: NotRequired[list[ObjectiveDoc]]  # --slo: each met or breached
+    spectrum: NotRequired[dict[str, dict[str, list[SpectrumPointDoc]]]]  # metric -> line -> points
 
 
 # reading --------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def test_report_renders_every_plot_without_console_errors(reports, tmp_path):
     dom, console = render(report, tmp_path)
     errors = console_errors(console)
     assert errors == []
-    for div_id in ("six-series", "latency-points", "sender-health", "resources"):
+    for div_id in ("six-series", "latency-points", "sender-health", "resources", "spectrum-e2e"):
         assert drawn(dom, div_id), div_id
     assert dom.count('class="main-svg"') >= 4
     assert "consumer lag" in dom and "dispatcher" in dom
@@ -50,7 +50,7 @@ def test_index_shows_every_sut(reports, tmp_path):
     _, _, index = reports
     dom, console = render(index, tmp_path)
     assert console_errors(console) == []
-    assert drawn(dom, "six-0")
+    assert drawn(dom, "six-0") and drawn(dom, "spectrum-systems")
     assert "analysis/report.html" in dom
 
 
@@ -97,7 +97,8 @@ def test_the_index_plots_fit_their_columns(reports, tmp_path, window):
     measured, console = evaluate(write_index(run_dir, suts), tmp_path, COLUMN_BOXES, window)
     assert console_errors(console) == []
     columns = measured["columns"]
-    assert [c["plots"] for c in columns] == [1, 1] and measured["plots"] == 2
+    # each system's column, and the systems' spectrum below them
+    assert [c["plots"] for c in columns] == [1, 1] and measured["plots"] == 3
     left, right = (c["box"] for c in columns)
     assert left[1] == right[1] and left[2] <= right[0], "the systems are side by side"
     for column in columns:

@@ -1,0 +1,24 @@
+"""What the analysis adds to summary.json for its readers beside the steps' figures: each
+objective as judged (`--slo`, analysis.objectives) and the percentile spectrum
+(analysis.spectrum)."""
+
+from typing import TypedDict
+
+
+class SpectrumPointDoc(TypedDict):
+    """A point of the percentile spectrum (analysis.spectrum): the latency at quantile q."""
+
+    q: float
+    ms: float
+    exact: bool  # an order statistic of every sample (else the T-Digest's estimate)
+    max: bool  # the largest sample, at q = 1 - 1/n
+
+
+class ObjectiveDoc(TypedDict):
+    """An objective (`--slo`) as the analysis judged it (analysis.objectives)."""
+
+    objective: str  # as given
+    met: bool
+    measured: float | None  # what decided it (None: not measured, or no breaking point at all)
+    where: str  # the run, the step that breached it, or every judged step
+    text: str
