@@ -15,8 +15,9 @@ from typing import Any
 import fastdigest
 import numpy as np
 
+from analysis.confidence import with_intervals
 from analysis.deaths import after_deaths, deaths_text, run_deaths
-from analysis.digests import empty_tail, merged, tail_figures, verified_top
+from analysis.digests import empty_tail, merged, verified_top
 from analysis.drift import drift_of
 from analysis.faultsteps import (
     FAULTED,
@@ -246,6 +247,7 @@ def step_row(
         "p9999_is_max": tails.e2e["p9999_is_max"],
         "e2e_exact": tails.e2e["exact"],
         "e2e_rank_error": tails.e2e["rank_error"],
+        "e2e_ci95": tails.e2e.get("ci95", {}),
         "e2e_rise_ms": None if figures.e2e_rise_ms is None else round(figures.e2e_rise_ms, 3),
         "verdict": verdict.verdict,
         "reasons": list(verdict.reasons),
@@ -258,7 +260,7 @@ def step_row(
 
 def _tail(sketches: Mapping[tuple[str, int], Sketch], metric: str, step: int) -> TailDoc:
     sketch = sketches.get((metric, step))
-    return tail_figures(*sketch) if sketch is not None else empty_tail()
+    return with_intervals(*sketch) if sketch is not None else empty_tail()
 
 
 def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDoc:
@@ -268,7 +270,7 @@ def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDo
     order: a T-Digest merge depends on its order (in the fourth digit of a median), and the
     order Spark returns the steps in is its partitioning's, which adaptive execution varies."""
     parts = [sketch for (m, _), sketch in sorted(sketches.items(), key=_by_key) if m == metric]
-    return tail_figures(merged(d for d, _ in parts), verified_top(parts))
+    return with_intervals(merged(d for d, _ in parts), verified_top(parts))
 
 
 def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:

@@ -17,7 +17,7 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type
 
 from contract.errors import EvbenchError
 from contract.faults import FaultDoc
-from contract.figures import ObjectiveDoc, SpectrumPointDoc
+from contract.figures import IntervalDoc, ObjectiveDoc, SpectrumPointDoc
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.lines import SenderClock, renamed_keys
 from contract.receiverlines import ReceiverStats
@@ -209,6 +209,7 @@ class TailDoc(TypedDict):
     # of the digest's centroids around it); the true value lies between the order statistics
     # at q - rank_error and q + rank_error.
     rank_error: dict[str, float]
+    ci95: NotRequired[dict[str, IntervalDoc]]  # p99, p9999: how sure (analysis.confidence)
 
 
 class CountsDoc(TypedDict):
@@ -259,6 +260,7 @@ class StepSummaryDoc(TypedDict):
     # their rank-error bound (TailDoc's); absent in summaries from before they were said.
     e2e_exact: NotRequired[list[str]]
     e2e_rank_error: NotRequired[dict[str, float]]
+    e2e_ci95: NotRequired[dict[str, IntervalDoc]]  # the e2e P99's and P99.99's (TailDoc's)
     e2e_rise_ms: float | None
     verdict: str
     reasons: list[str]

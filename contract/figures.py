@@ -22,3 +22,12 @@ class ObjectiveDoc(TypedDict):
     measured: float | None  # what decided it (None: not measured, or no breaking point at all)
     where: str  # the run, the step that breached it, or every judged step
     text: str
+
+
+class IntervalDoc(TypedDict):
+    """A quantile's ~95 % distribution-free confidence interval (analysis.confidence)."""
+
+    lo_ms: float
+    hi_ms: float | None  # None: the upper rank is past the samples (no upper bound)
+    exact: bool  # both ends exact order statistics (else the T-Digest's estimate at the rank)
+    n: int  # the samples it is drawn from
