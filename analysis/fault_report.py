@@ -60,8 +60,9 @@ def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int
 
 def faults_brief(faults: Sequence[FaultSummaryDoc]) -> str:
     """One cell for the index and `compare`: how many faults were done, how soon the system
-    recovered from them, and what they cost (of the events due in their windows; duplicates
-    in their steps, each step once). `-` for a run without faults. Pure."""
+    recovered from them, and what they cost (of the events due in their windows, summed over
+    the faults: two faults whose windows overlap count those events twice; duplicates in their
+    steps, each step once). `-` for a run without faults. Pure."""
     if not faults:
         return "-"
     done = [f for f in faults if f["at_s"] is not None]

@@ -13,15 +13,15 @@ held or broke: not a faulted step, judged by its fault, nor one the sender could
 which has the e2e P99 and P99.99, lost, duplicates and send failures. A search asks every term
 of each probe (a probe is one step): its e2e P99, lost and send failures.
 
-A breaking point that never came (every judged step held) meets any `breaking-point>=`; a
-figure the run does not have (no deliveries, a failed instrument) breaches its objective: an
-objective that cannot be shown met is not met.
+A breaking point that never came (every judged step held) lies above the highest rate that
+held, so it meets `breaking-point>=X` only when a step at X/s or more held; a figure the run
+does not have (no judged step, no deliveries; every figure of a run whose instrument failed)
+breaches its objective: an objective that cannot be shown met is not met.
 """
 
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +29,7 @@ from typing import Literal
 
 from analysis.verdicts import BREAKS, HOLDS
 from contract.documents import StepSummaryDoc, SummaryDoc
-from contract.figures import ObjectiveDoc
+from contract.figures import MeasuredUnit, ObjectiveDoc
 
 Scope = Literal["run", "step", "probe"]
 _PERCENTILES = {"p50": "p50", "p99": "p99", "p99.9": "p999", "p99.99": "p9999", "max": "max"}
@@ -108,7 +108,11 @@ def judge(objectives: Sequence[Objective], summary: SummaryDoc) -> list[Objectiv
     judged = [s for s in summary["steps"] if s["verdict"] in (HOLDS, BREAKS)]
     found = []
     for objective in objectives:
-        if objective.per_step:
+        if summary["instrument_failures"]:  # no figure of the run speaks for the system
+            found.append(_decided(objective, None, "the run: an instrument failed"))
+        elif objective.metric == "breaking-point" and summary["breaking_point_per_s"] is None:
+            found.append(_never_broke(objective, judged))
+        elif objective.per_step:
             values = [(_step_value(objective, step), _where(step)) for step in judged]
             found.append(_worst(objective, values) if values else _unmeasured(objective, "step"))
         else:
@@ -130,23 +134,40 @@ def breached(results: Sequence[ObjectiveDoc]) -> list[ObjectiveDoc]:
     return [r for r in results if not r["met"]]
 
 
+def share(count: int, whole: int) -> float | None:
+    """A count as a share of its whole (lost of acked, send failures of scheduled): None for
+    some of nothing, which no bound can be said to hold."""
+    return count / whole if whole > 0 else (0.0 if count == 0 else None)
+
+
+def _never_broke(objective: Objective, judged: Sequence[StepSummaryDoc]) -> ObjectiveDoc:
+    """`breaking-point>=X` of a run that never broke: its breaking point lies above the highest
+    rate that held, so the bound is shown met only when that rate reaches it."""
+    held = [s["target_rate_per_s"] for s in judged if s["verdict"] == HOLDS]
+    if not held:
+        return _decided(objective, None, "the run: no judged step")
+    found = _decided(objective, max(held), "the run")
+    verdict = "met" if found["met"] else "BREACHED"
+    found["text"] = (
+        f"{objective.text}: {verdict} (the run: no breaking point up to {max(held):,}/s)"
+    )
+    return found
+
+
 def _run_value(objective: Objective, summary: SummaryDoc) -> float | None:
     metric = objective.metric
     if metric in _LATENCIES:
         side, percentile = metric.split("-", 1)
         return summary["latency_ms"][side][_PERCENTILES[percentile]]  # type: ignore[literal-required]
     if metric == "breaking-point":
-        if summary["instrument_failures"]:
-            return None
-        point = summary["breaking_point_per_s"]
-        return math.inf if point is None else point  # never broke: above every rate tried
+        return summary["breaking_point_per_s"]  # one that never came: _never_broke
     if metric == "max-sustainable":
         return summary["max_sustainable_rate_per_s"]
     counts = summary["counts"]
     count = {"lost": counts["lost"], "duplicates": counts["duplicates"],
              "send-failures": counts["send_failures"]}[metric]  # fmt: skip
     whole = counts["scheduled"] if metric == "send-failures" else counts["acked"]
-    return _share(count, whole) if objective.share else count
+    return share(count, whole) if objective.share else count
 
 
 def _step_value(objective: Objective, step: StepSummaryDoc) -> float | None:
@@ -159,11 +180,7 @@ def _step_value(objective: Objective, step: StepSummaryDoc) -> float | None:
              "send-failures": step["send_failures"]}[metric]  # fmt: skip
     acked = step["scheduled"] - step["send_failures"]
     whole = step["scheduled"] if metric == "send-failures" else acked
-    return _share(count, whole) if objective.share else count
-
-
-def _share(count: int, whole: int) -> float | None:
-    return count / whole if whole > 0 else (0.0 if count == 0 else None)
+    return share(count, whole) if objective.share else count
 
 
 def _where(step: StepSummaryDoc) -> str:
@@ -190,17 +207,24 @@ def _decided(objective: Objective, value: float | None, where: str) -> Objective
     return {
         "objective": objective.text,
         "met": met,
-        "measured": None if value is None or math.isinf(value) else value,
+        "measured": value,
+        "unit": _unit(objective),
         "where": where,
         "text": f"{objective.text}: {'met' if met else 'BREACHED'} ({where}: {shown})",
     }
 
 
+def _unit(objective: Objective) -> MeasuredUnit:
+    if objective.metric in _LATENCIES:
+        return "ms"
+    if objective.metric in _CAPACITIES:
+        return "per_s"
+    return "share" if objective.share else "events"
+
+
 def _shown(objective: Objective, value: float) -> str:
     if objective.metric in _LATENCIES:
         return f"{value:.3g} ms" if value < 100 else f"{value:,.0f} ms"
-    if objective.metric == "breaking-point" and math.isinf(value):
-        return "no breaking point: every judged step held"
     if objective.metric in _CAPACITIES:
         return f"{value:,.0f}/s"
     return f"{value:.3%}" if objective.share else f"{value:,.0f} events"

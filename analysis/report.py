@@ -288,10 +288,11 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     rows: list[str] = []
     graphs: list[str] = []
     summaries: list[SummaryDoc] = []
-    loaded = [(SutDir(sut_dir), _load(SutDir(sut_dir))) for sut_dir in sut_dirs]
     # A faults column only where a system had faults: the index of a plain run is as it was.
-    faulted = any(summary.get("faults") for _, (summary, *_) in loaded)
-    for layout, (summary, metrics, cumulative, _) in loaded:
+    # (Summaries first: each system's series are loaded in turn, one at a time in memory.)
+    faulted = any(read_summary(SutDir(d).summary_json).get("faults") for d in sut_dirs)
+    for layout in map(SutDir, sut_dirs):
+        summary, metrics, cumulative, _ = _load(layout)
         summaries.append(summary)
         counts = summary["counts"]
         link = href(layout.report_html, run_dir)

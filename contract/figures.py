@@ -2,7 +2,9 @@
 objective as judged (`--slo`, analysis.objectives) and the percentile spectrum
 (analysis.spectrum)."""
 
-from typing import TypedDict
+from typing import Literal, TypedDict
+
+MeasuredUnit = Literal["ms", "per_s", "events", "share"]
 
 
 class SpectrumPointDoc(TypedDict):
@@ -19,7 +21,9 @@ class ObjectiveDoc(TypedDict):
 
     objective: str  # as given
     met: bool
-    measured: float | None  # what decided it (None: not measured, or no breaking point at all)
+    measured: float | None  # what decided it, in `unit` (None: not measured); a breaking point
+    # that never came: the highest rate that held, below it
+    unit: MeasuredUnit  # ms, events/s, events, or a share (0.001: 0.1 %)
     where: str  # the run, the step that breached it, or every judged step
     text: str
 

@@ -24,7 +24,7 @@ from contract.faults import FaultDoc
 from contract.senderlines import PlannedStepDoc
 from contract.units import NS_PER_S
 from evbench.faultspec import EXEC_TIMEOUT_S, Fault, per_step
-from suts.driver import Sut
+from suts.driver import LISTEN_TIMEOUT_S, Sut
 from suts.settings import LabSettings
 
 _OUTPUT_CHARS = 2000  # the end of what a command printed, kept in run.json
@@ -85,11 +85,22 @@ class FaultInjector:
         because the grace for stragglers ran out while it came back."""
         self.cancel_pending()
         deadline = time.monotonic() + timeout_s
-        if any(t.is_alive() for t in self._threads):
+        under_way = [d for d in self.docs if d["at_ns"] is not None and d["back_ns"] is None]
+        if under_way and any(t.is_alive() for t in self._threads):
             self.echo("waiting for the faults under way to end (a killed process to be back)")
         for thread in self._threads:
             while thread.is_alive() and time.monotonic() < deadline and not give_up():
                 thread.join(0.1)
+
+    def not_back(self) -> list[str]:
+        """The lab faults done whose target did not come back (given up, or failed to start):
+        the system must start afresh before it is measured again."""
+        return [
+            f"{d['target']} ({d['error']})" if d["error"] else d["target"]
+            for d in self.docs
+            if d["at_ns"] is not None and d["action"] != "exec"
+            and (d["back_ns"] is None or d["error"] is not None)
+        ]  # fmt: skip
 
     def stop(self) -> list[FaultDoc]:
         """The faults not yet due cancelled, those under way ended now (a paused process
@@ -176,9 +187,9 @@ class FaultInjector:
 
 def fault_bound_s(lab: LabSettings) -> float:
     """The longest a fault under way may still take once its step is over (each ends inside
-    it, evbench.faultspec): a killed component's start (the lab's ready timeout) or a user's
-    command (its own bound)."""
-    return max(lab.ready_timeout_s, EXEC_TIMEOUT_S) + 10.0
+    it, evbench.faultspec): a killed component's start (up to 30 s to listen, then the lab's
+    ready timeout) or a user's command (its own bound)."""
+    return max(LISTEN_TIMEOUT_S + lab.ready_timeout_s, EXEC_TIMEOUT_S) + 10.0
 
 
 _SPAWNER: ThreadPoolExecutor | None = None

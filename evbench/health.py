@@ -115,7 +115,8 @@ def grace_verdict(
     `ALL_IN_QUIET_S` (or the grace, if shorter); otherwise once nothing new has arrived for
     `grace_s`, and in any case after `cap_s`, so a system that trickles cannot hold a run forever.
     """
-    if received >= expected and since_change_s >= min(grace_s, ALL_IN_QUIET_S):
+    quiet = since_change_s >= min(grace_s, ALL_IN_QUIET_S)
+    if received >= expected and (quiet or (elapsed_s >= cap_s and received == expected)):
         if received == expected:
             return "all acked events received"
         return (

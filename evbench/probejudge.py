@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.faultsteps import FaultLedger, fault_ledgers
-from analysis.objectives import Objective, breached, judge_values
+from analysis.objectives import Objective, breached, judge_values, share
 from analysis.steprule import judged_figures, latencies, outcomes, seconds_since
 from analysis.steps import second_counts
 from analysis.verdicts import (
@@ -79,10 +79,13 @@ def probe_ledgers(
     rows = second_counts(events, flags, schedule_start_ns, e2e_ms)
     due = seconds_since(events.column("intended_ns").to_numpy(), schedule_start_ns)
     values = e2e_ms.to_numpy(zero_copy_only=False)  # null (not delivered): NaN
+    delivered = ~np.isnan(values)
+    due, values = due[delivered], values[delivered]
+    order = np.argsort(due, kind="stable")  # one sort, then each second's run of values
+    seconds, starts = np.unique(due[order], return_index=True)
     points = [
-        {"second": float(second), "p99_ms": float(np.percentile(values[mine], 99))}
-        for second in np.unique(due)
-        if (mine := (due == second) & ~np.isnan(values)).any()
+        {"second": float(second), "p99_ms": float(np.percentile(part, 99))}
+        for second, part in zip(seconds, np.split(values[order], starts[1:]), strict=True)
     ]
     return fault_ledgers(faults, schedule_start_ns, rows, points)
 
@@ -118,15 +121,21 @@ def _by_rule_and_objective(
     found = judge(fig, thresholds)
     if found.verdict != HOLDS:
         return found
+    return with_objectives(found, fig, objectives)
+
+
+def with_objectives(verdict: Verdict, fig: StepFigures, objectives: Sequence[Objective]) -> Verdict:
+    """A probe that holds (by the rule, or by its recovery from a fault) breaks on any objective
+    it misses, each said. Pure."""
     values = {
         "e2e-p99": fig.e2e_p99_ms,
         "lost": fig.lost,
-        "lost%": fig.lost / fig.acked if fig.acked else 0.0,
+        "lost%": share(fig.lost, fig.acked),
         "send-failures": fig.send_failures,
-        "send-failures%": fig.send_failures / fig.scheduled if fig.scheduled else 0.0,
+        "send-failures%": share(fig.send_failures, fig.scheduled),
     }
     missed = breached(judge_values(objectives, values, f"probe {fig.step}"))
-    if missed:
-        reasons = tuple(f"the objective {m['text']}" for m in missed)
-        return Verdict(fig.step, fig.target_rate_per_s, BREAKS, reasons)
-    return found
+    if verdict.verdict != HOLDS or not missed:
+        return verdict
+    reasons = tuple(f"the objective {m['text']}" for m in missed)
+    return Verdict(fig.step, fig.target_rate_per_s, BREAKS, (*reasons, *verdict.reasons))

@@ -76,13 +76,14 @@ def _drive(
         session, interrupts, session.sender_settings(opts.pace.spec), "sender",
         len(opts.pace.steps), live, lambda line: _started(session, line, faults),
     )  # fmt: skip
-    # None after the sender, not during the stragglers nor a Ctrl-C; one under way ends first.
-    faults.wait_ended(fault_bound_s(opts.lab), lambda: bool(interrupts.count))
     summary = end.done
     session.sender_ended(summary)
     if end.failure:
+        faults.cancel_pending()  # the run has failed: nothing to wait for
         session.instrument_failed(end.failure)
         echo(f"instrument failed: {end.failure}; see {end.log}")
+    else:  # none after the sender, nor during the stragglers; one under way ends first
+        faults.wait_ended(fault_bound_s(opts.lab), lambda: bool(interrupts.count))
     if session.receiver is not None and session.receiver.alive():
         # A sender that died says nothing of what it had acked: wait until quiet.
         expected = summary["ok"] if summary is not None else sys.maxsize

@@ -44,7 +44,13 @@ from evbench.health import receiver_trouble
 from evbench.insight import check_profile
 from evbench.interrupts import Interrupts
 from evbench.options import SearchOptions
-from evbench.probejudge import baseline_e2e_p99_ms, probe_figures, probe_ledgers, verdict_of
+from evbench.probejudge import (
+    baseline_e2e_p99_ms,
+    probe_figures,
+    probe_ledgers,
+    verdict_of,
+    with_objectives,
+)
 from evbench.searchdoc import (
     Probed,
     corrections,
@@ -127,7 +133,7 @@ class _Search:
             self.result = None  # the receiver failed at the end: nothing found stands
         elif self.result is not None:
             minutes = (time.time_ns() - session.started_ns) / (60 * NS_PER_S)
-            echo(result_line(self.result, minutes, bool(self.opts.faults)))
+            echo(result_line(self.result, minutes, any(p.faulted for p in self.probed)))
         return self.result
 
     def _probe_all(self) -> Result:
@@ -155,6 +161,10 @@ class _Search:
             return "fresh system for every probe"
         if dead := session.dead():
             why = f"{', '.join(sorted(dead))} exited during the last probe"
+            session.echo(f"{opts.sut}: {why}; restarting it")
+            return why
+        if not_back := self.faults.not_back() if self.faults is not None else []:
+            why = f"{', '.join(not_back)} not back from the last probe's fault"
             session.echo(f"{opts.sut}: {why}; restarting it")
             return why
         cap_s = max(opts.settle_s, opts.grace_cap_s)
@@ -192,7 +202,8 @@ class _Search:
         done = self._send(settings, step)
         # A kill's target is back before the stragglers are awaited, or given up after the
         # lab's own bound (then the next probe restarts the system, as after a death).
-        self.faults.wait_ended(fault_bound_s(self.opts.lab), lambda: bool(self.interrupts.count))
+        # (A Ctrl-C meanwhile raises: the sender is detached; the teardown stops the faults.)
+        self.faults.wait_ended(fault_bound_s(self.opts.lab))
         faults = self.faults.stop()
         session.stragglers(received_before + done["ok"])
         if wiring := session.wiring_mistake(done["ok"]):
@@ -240,7 +251,8 @@ class _Search:
             # On the probe's own seconds: whole seconds from its first slot to its last (the
             # run's seconds cut a probe's first and last), for the 3 healthy ones in a row.
             ledgers = probe_ledgers(events, faults, done["start_ns"])
-            verdict = judged_by_recovery(verdict, faults, ledgers)
+            recovered = judged_by_recovery(verdict, faults, ledgers)
+            verdict = with_objectives(recovered, figures, self.opts.objective)
         self.session.echo(
             f"  {verdict.verdict}"
             + (f": {'; '.join(verdict.reasons)}" if verdict.reasons else "")

@@ -54,6 +54,9 @@ class Started:
 COMPONENT_ACTIONS: tuple[str, ...] = LAB_FAULT_ACTIONS
 BROKER_ACTIONS: tuple[str, ...] = ("pause",)
 
+# How long a component may take to say where it listens (its Python start, its imports).
+LISTEN_TIMEOUT_S = 30.0
+
 
 class Sut:
     """One system under test. A driver sets the class attributes and implements `_start`."""
@@ -134,7 +137,7 @@ class Sut:
 
     def _listening(self, role: str, child: Child) -> int:
         try:
-            listening = parse_component_line(child.wait_for("listening", 30))
+            listening = parse_component_line(child.wait_for("listening", LISTEN_TIMEOUT_S))
         except (TimeoutError, RuntimeError) as exc:
             raise EvbenchError(f"{self.name} {role} did not start: {exc}\n{child.tail()}") from None
         assert listening is not None and listening["event"] == "listening"

@@ -35,8 +35,9 @@ class InMemoryChannel(Component):
         self.queue: asyncio.Queue[tuple[dict[str, str], bytes]] = asyncio.Queue()
         self.deliverer = Deliverer(concurrency, retries, backoff_ms, timeout_s, self.stats)
         self.workers: set[asyncio.Task] = set()
-        # Taken from the queue and not yet delivered (or given up): with the queue, what a
-        # kill loses, as /metrics tells it before the kill.
+        # Taken from the queue and not yet delivered (or given up): with the queue, what a kill
+        # may lose, as /metrics tells it before the kill (one whose request already reached
+        # the subscriber's socket may still be delivered).
         self.in_flight = 0
 
     async def start(self) -> None:

@@ -185,7 +185,8 @@ def analyze_path(
     from analysis.memory_job import is_memory_run
 
     thresholds = read_thresholds(thresholds_file)
-    if is_memory_run(path):
+    if is_memory_run(path):  # (no --slo: a CI gate must not pass on objectives nobody judged)
+        _refuse_objectives(path, objectives)
         return analyze_memory_path(path, master, remote, verbose)
     # Every input is checked before Spark starts (a second at most): a bad path fails at once.
     inputs = inputs_for(path, echo)
@@ -224,6 +225,11 @@ def analyze_path(
     finally:
         stopped()
     return worst_exit_code(_exit_codes(summaries))
+
+
+def _refuse_objectives(path: Path, objectives: Sequence[Objective]) -> None:
+    if objectives:
+        raise EvbenchError(f"{path} is a memory run: --slo judges runs and searches only")
 
 
 def _exit_codes(summaries: Sequence[SummaryDoc]) -> list[int]:

@@ -157,3 +157,18 @@ def test_an_unreadable_fault_is_argparses_one_line(capsys):
         main(["run", "--fault", "2@5s:crash:dispatcher"])
     assert exited.value.code == 2
     assert "action 'crash' is not one of" in capsys.readouterr().err
+
+
+def test_a_target_not_back_from_its_fault_is_named():
+    from evbench.faults import FaultInjector
+
+    injector = FaultInjector([], lambda line: None)
+    done = {"action": "kill", "target": "dispatcher", "at_ns": 1, "back_ns": 2, "error": None}
+    injector.docs = [
+        done,
+        {**done, "target": "channel", "back_ns": None},  # given up: the run ended first
+        {**done, "target": "filter", "error": "EvbenchError: did not start"},
+        {**done, "target": "ingress", "at_ns": None, "back_ns": None},  # never done
+        {**done, "action": "exec", "target": "kubectl ...", "back_ns": None},  # the user's
+    ]
+    assert injector.not_back() == ["channel", "filter (EvbenchError: did not start)"]

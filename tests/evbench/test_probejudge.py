@@ -12,6 +12,7 @@ from evbench.probejudge import (
     baseline_e2e_p99_ms,
     probe_figures,
     verdict_of,
+    with_objectives,
 )
 
 
@@ -253,6 +254,15 @@ def test_a_probe_with_a_fault_holds_when_the_system_recovered_within_it(
     said = "recovered 1.0 s after it" if recovered_after_s else "not recovered within its step"
     assert found.verdict == judged and said in found.reasons[0]
     assert found.reasons[1] == "by the step rule alone: breaks"
+    # a probe that recovered still answers to the user's objectives: a miss breaks it, said
+    # first (one that did not recover has broken already)
+    objective = with_objectives(found, figures, _probe("send-failures<=0"))
+    assert objective.verdict == "breaks"
+    if judged == "holds":
+        said = "the objective send-failures<=0: BREACHED (probe 3: "
+        assert objective.reasons[0].startswith(said) and objective.reasons[1:] == found.reasons
+    else:
+        assert objective == found
     # a fault the probe ended before: the rule's verdict, untouched
     not_done = {**fault, "at_ns": None, "back_ns": None}
     assert judged_by_recovery(rule, [not_done], [None]) == rule

@@ -32,7 +32,8 @@ from runtime.runs import new_sut_dir, next_run_id
             "30 deliveries more than acked events (duplicates or foreign), "
             "then nothing new for 0.5 s",
         ),
-        (130, 100, 0.0, 60.0, "cap of 60 s reached"),
+        (130, 100, 0.0, 60.0, "cap of 60 s reached"),  # still arriving: maybe not all in
+        (100, 100, 0.1, 60.0, "all acked events received"),
         (90, 100, 1.0, 1.0, None),  # still arriving: keep waiting
         (90, 100, 5.0, 7.0, "nothing new for 5 s"),
         (90, 100, 0.1, 60.0, "cap of 60 s reached"),  # a trickle cannot hold the run forever
