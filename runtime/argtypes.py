@@ -241,3 +241,14 @@ def path_component(kind: str) -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return checked
+
+
+def share(text: str) -> float:
+    """A share from 0 to 100 %: `5%` (or `5`) -> 0.05."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text}: not a share like 5%") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text}: a share is from 0% to 100%")
+    return value / 100

@@ -125,7 +125,7 @@ def test_reports_say_failed_or_interrupted_at_the_top(analysed):
 
 
 def test_the_comparison_table_never_shows_a_failed_run_as_holding(tmp_path):
-    from analysis.report import write_comparison
+    from analysis.comparison import write_comparison
 
     row = {
         "sut": "direct",

@@ -7,14 +7,9 @@ import shutil
 
 import pytest
 
+from analysis.comparison import comparison_rows, comparison_text, with_changes, write_comparison
 from analysis.job import AnalyzeOptions, analyze
-from analysis.report import (
-    comparison_rows,
-    comparison_text,
-    write_comparison,
-    write_index,
-    write_report,
-)
+from analysis.report import write_index, write_report
 from contract.errors import EvbenchError
 from tests.analysis.crafted import craft
 from tests.browser import console_errors, drawn, evaluate, render
@@ -147,9 +142,11 @@ def test_compare_two_runs(spark, tmp_path):
         ("run-x-p", "direct", 400),
         ("run-y-p", "direct", 400),
     ]
-    text = comparison_text(rows)
+    text = comparison_text(with_changes(rows))
     assert "direct" in text and text.count("breaks at 400/s, max sustainable 200/s, e2e") == 2
     assert "fault" not in text
+    # the same records analysed twice: the same intervals, nothing to call
+    assert text.count("vs run-x-p: P99 indistinguishable, P99.99 indistinguishable") == 1
     page = write_comparison(rows, root / "compare.html")
     dom, console = render(page, tmp_path)
     assert console_errors(console) == []
@@ -169,7 +166,7 @@ def test_compare_two_runs(spark, tmp_path):
     assert line.count(brief) == 1 and line.index(brief) > line.index("|", line.index("|") + 1)
     dom, console = render(write_comparison(rows, root / "compare.html"), tmp_path)
     assert console_errors(console) == [] and "<th>faults</th>" in dom
-    assert re.findall(r"<td class=.text.>(\d fault[^<]*|-)</td>", dom) == ["-", brief]
+    assert re.findall(r"<td class=.text.>(\d fault[^<]*)</td>", dom) == [brief]  # y's alone
     index, console = render(write_index(second_run, [second_run / "direct"]), tmp_path)
     assert console_errors(console) == [] and brief in index and "<th>faults</th>" in index
     with pytest.raises(EvbenchError, match="evbench analyze"):

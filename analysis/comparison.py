@@ -1,0 +1,158 @@
+"""`evbench compare`: the same systems across analysed runs, side by side, and for each one's
+e2e P99 and P99.99 whether a later run is better, worse or indistinguishable from the first
+(analysis.confidence: only where the 95 % intervals part, beyond the tolerance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analysis.confidence import WORSE, change
+from analysis.fault_report import faults_brief
+from analysis.figures import comparison
+from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
+from analysis.summary import latency_text, read_summary
+from contract.errors import EvbenchError
+from contract.layout import SutDir
+from runtime.files import write_text_atomically
+from runtime.runs import analysed_summaries
+
+Row = dict[str, Any]  # a comparison row: one (run, SUT)
+# The figures a later run is called better or worse on: TailDoc's names, as said.
+CALLED = {"p99": "P99", "p9999": "P99.99"}
+
+
+def comparison_rows(run_dirs: list[Path]) -> list[Row]:
+    """One row per (run, SUT) from each analysed summary.json."""
+    rows = []
+    for run_dir in run_dirs:
+        summaries = analysed_summaries(run_dir)
+        if not summaries:
+            raise EvbenchError(
+                f"{run_dir}: no analysed SUTs; run `evbench analyze {run_dir}` first"
+            )
+        for path in summaries:
+            summary = read_summary(path)
+            e2e = summary["latency_ms"]["e2e"]
+            rows.append(
+                {
+                    "run": run_dir.name,
+                    "sut": summary["sut"],
+                    "breaking_point_per_s": summary["breaking_point_per_s"],
+                    "max_sustainable_rate_per_s": summary["max_sustainable_rate_per_s"],
+                    "instrument_failures": summary.get("instrument_failures") or [],
+                    "p9999_e2e_ms": e2e["p9999"],
+                    "e2e_n": e2e["n"],
+                    "p9999_is_max": e2e["p9999_is_max"],
+                    "send_failures": summary["counts"]["send_failures"],
+                    "lost": summary["counts"]["lost"],
+                    "searched": "search" in summary,
+                    "faults": faults_brief(summary.get("faults") or []),
+                    "verdict": summary["verdict"],
+                    "report": SutDir(path.parent.parent).report_html,
+                    "ci95": e2e.get("ci95", {}),  # absent in summaries analysed before
+                }
+            )
+    return rows
+
+
+def with_changes(rows: list[Row], tolerance: float = 0.0) -> list[Row]:
+    """Each row with `changes`: for a run after the first one that has its SUT, its e2e P99
+    and P99.99 against that first run's (analysis.confidence.change), {} for the first. Pure."""
+    first: dict[str, Row] = {}
+    found = []
+    for row in rows:
+        base = first.setdefault(row["sut"], row)
+        changes = {} if base is row else {
+            name: change(base["ci95"].get(name), row["ci95"].get(name), tolerance)
+            for name in CALLED
+        }  # fmt: skip
+        found.append({**row, "changes": changes, "against": base["run"]})
+    return found
+
+
+def regressions(rows: list[Row]) -> list[str]:
+    """What came out worse than its first run: `sut in run: P99` lines."""
+    return [
+        f"{r['sut']} in {r['run']}: e2e {CALLED[name]} worse than in {r['against']}"
+        for r in rows
+        for name, call in r.get("changes", {}).items()
+        if call == WORSE
+    ]
+
+
+def _changes_text(row: Row) -> str:
+    if not row.get("changes"):
+        return ""
+    said = ", ".join(f"{CALLED[name]} {call}" for name, call in row["changes"].items())
+    return f"; vs {row['against']}: {said}"
+
+
+def comparison_text(rows: list[Row]) -> str:
+    """A plain table for the terminal: one line per SUT, one column per run."""
+    runs = list(dict.fromkeys(r["run"] for r in rows))
+    cells = {(r["sut"], r["run"]): _comparison_cell(r) + _changes_text(r) for r in rows}
+    suts = sorted({r["sut"] for r in rows})
+    table = [["sut", *runs]] + [
+        [sut, *(cells.get((sut, run), "-") for run in runs)] for sut in suts
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return "\n".join(
+        " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in table
+    )
+
+
+def _comparison_cell(row: Row) -> str:
+    point = row["breaking_point_per_s"]
+    if row.get("instrument_failures"):
+        return "instrument failed"  # no figure of that run speaks for the system
+    tail = f"{'max' if row['p9999_is_max'] else 'p99.99'} {latency_text(row['p9999_e2e_ms'])}"
+    faults = "" if row["faults"] == "-" else f"; {row['faults']}"
+    if row.get("searched"):  # a bracket found by probing, or why none was, in the search's words
+        return f"{row['verdict']}, e2e {tail}{faults}"
+    verdict = f"breaks at {point}/s" if point else "held"
+    sustainable = f"max sustainable {row['max_sustainable_rate_per_s'] or '-'}/s"
+    return f"{verdict}, {sustainable}, e2e {tail}{faults}"
+
+
+def _rates(row: Row) -> tuple[str, str]:
+    """The two rate cells of a comparison row; a run whose instrument failed has neither."""
+    if row.get("instrument_failures"):
+        return "instrument failed", "instrument failed"
+    return (
+        str(row["breaking_point_per_s"] or "-"),
+        str(row["max_sustainable_rate_per_s"] or "-"),
+    )
+
+
+def write_comparison(rows: list[Row], out: Path) -> Path:
+    runs_root = out.parent
+    faulted = any(r["faults"] != "-" for r in rows)
+    table = "".join(
+        f"<tr class='{'instrument-failed' if r.get('instrument_failures') else ''}'>"
+        f"<td class='text'>{cell(r['run'])}</td><td class='text'>"
+        f"<a href='{href(r['report'], runs_root)}'>"
+        f"{cell(r['sut'])}</a></td><td>{cell(_rates(r)[0])}</td>"
+        f"<td>{cell(_rates(r)[1])}</td>"
+        f"<td>{cell(latency_text(r['p9999_e2e_ms']))}{' (max)' if r['p9999_is_max'] else ''}"
+        f" (n={cell(r['e2e_n'])})</td><td>{cell(r['send_failures'])}</td>"
+        f"<td>{cell(r['lost'])}</td>"
+        + f"<td class='text'>{cell(_changes_text(r).removeprefix('; ') or '-')}</td>"
+        + (f"<td class='text'>{cell(r['faults'])}</td>" if faulted else "")
+        + "</tr>"
+        for r in rows
+    )
+    shown = [{**r, "run": plotly_text(r["run"]), "sut": plotly_text(r["sut"])} for r in rows]
+    body = (
+        "<h1>Runs compared</h1><table><tr><th>run</th><th>SUT</th><th>breaking point</th>"
+        "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th>"
+        "<th>against the first run (95 % intervals)</th>"
+        + ("<th>faults</th>" if faulted else "")
+        + "</tr>"
+        + table
+        + "</table>"
+        + figure_html(comparison(shown), "comparison")
+    )
+    write_text_atomically(out, page("Runs compared", plotly_js(runs_root), runs_root, body))
+    return out
