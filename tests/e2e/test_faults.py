@@ -269,11 +269,12 @@ def test_a_search_with_a_fault_in_every_probe_holds_where_the_system_recovers(tm
     from evbench.searchplan import Resolution, SearchPlan
     from loadgen.settings import SendKnobs
 
-    # One rate, probed then confirmed, the channel (channel-imc's ingress and dispatcher in
-    # one) killed 1 s into each probe and brought back at once: back within about 1.5 s.
+    # One probe (the search's wording of its answer is searchdoc's, tested pure), the channel
+    # (channel-imc's ingress and dispatcher in one) killed 1 s in and brought back at once:
+    # back within about 1.5 s.
     opts = SearchOptions(
         sut="channel-imc",
-        plan=SearchPlan(300, 300, Resolution(per_s=1), probe_s=8, confirm_s=8),
+        plan=SearchPlan(300, 300, Resolution(per_s=1), probe_s=8, confirm_s=8, max_probes=1),
         runs_dir=tmp_path, run_id="s", send=SendKnobs(payload_bytes=512), settle_s=1.0,
         grace_s=1.0, faults=(parse_fault("every@1s:kill:channel"),),
     )  # fmt: skip
@@ -282,20 +283,19 @@ def test_a_search_with_a_fault_in_every_probe_holds_where_the_system_recovers(tm
     assert searched.status == "completed", lines
     run = json.loads(searched.sut_dir.run_json.read_text())
     assert problems(run, RunDoc) == []
-    assert [f["step"] for f in run["faults"]] == [1, 2]  # one in each probe
+    assert [f["step"] for f in run["faults"]] == [1]
     probes = run["search"]["probes"]
     for fault, probe in zip(run["faults"], probes, strict=True):
         assert fault["due_ns"] == probe["start_ns"] + NS_PER_S  # 1 s into its own probe
         assert fault["error"] is None and len(fault["pids"]) == 2, fault  # killed, then back
         assert fault["back_ns"] > fault["at_ns"]
     # Send failures while the channel was down: a break by the step rule, a hold by recovery.
-    assert [p["verdict"] for p in probes] == ["holds", "holds"], lines
+    assert [p["verdict"] for p in probes] == ["holds"], lines
     for number, probe in enumerate(probes, 1):
         assert probe["reasons"][0].startswith(f"kill channel 1 s into step {number}, back")
         assert "recovered" in probe["reasons"][0] and "not recovered" not in probe["reasons"][0]
         assert probe["reasons"][1] == "by the step rule alone: breaks"
-    assert searched.result is not None and searched.result.max_sustainable_per_s == 300
-    assert lines[-1].startswith("highest rate recovered from its faults at 300/s"), lines[-1]
+    assert searched.result is not None and searched.result.highest_hold_per_s == 300
 
 
 def test_a_kafka_channel_whose_dispatcher_is_killed_loses_nothing_it_acked(tmp_path):

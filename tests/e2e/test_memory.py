@@ -18,7 +18,8 @@ from tests.browser import console_errors, drawn, render
 
 pytestmark = pytest.mark.e2e
 
-CONSUMERS = ("source", "dispatcher", "confluent", "confluent-lowmem", "aiokafka", "kafka-python")
+# (confluent-lowmem is confluent's process with other settings: tests/evbench/test_memory_pure.)
+CONSUMERS = ("source", "dispatcher", "confluent", "aiokafka", "kafka-python")
 
 
 def _memory(tmp_path, *args: str) -> list[str]:
