@@ -11,6 +11,7 @@ from analysis.confidence import WORSE, change
 from analysis.fault_report import faults_brief
 from analysis.figures import comparison
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
+from analysis.spectrum import RUN, spectrum_figure
 from analysis.summary import latency_text, read_summary
 from contract.errors import EvbenchError
 from contract.layout import SutDir
@@ -51,6 +52,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
                     "verdict": summary["verdict"],
                     "report": SutDir(path.parent.parent).report_html,
                     "ci95": e2e.get("ci95", {}),  # absent in summaries analysed before
+                    "spectrum": (summary.get("spectrum") or {}).get("e2e", {}).get(RUN, []),
                 }
             )
     return rows
@@ -126,6 +128,17 @@ def _rates(row: Row) -> tuple[str, str]:
     )
 
 
+def _spectra(rows: list[Row]) -> str:
+    """Each (run, SUT)'s e2e spectrum, one line each (nothing when no run has one)."""
+    lines = {
+        plotly_text(f"{r['sut']} in {r['run']}"): r["spectrum"] for r in rows if r.get("spectrum")
+    }
+    if not lines:
+        return ""
+    figure = spectrum_figure(lines, {}, "e2e latency by percentile, each system in each run")
+    return figure_html(figure, "spectrum-compared")
+
+
 def write_comparison(rows: list[Row], out: Path) -> Path:
     runs_root = out.parent
     faulted = any(r["faults"] != "-" for r in rows)
@@ -153,6 +166,7 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
         + table
         + "</table>"
         + figure_html(comparison(shown), "comparison")
+        + _spectra(rows)
     )
     write_text_atomically(out, page("Runs compared", plotly_js(runs_root), runs_root, body))
     return out

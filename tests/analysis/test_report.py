@@ -151,6 +151,7 @@ def test_compare_two_runs(spark, tmp_path):
     dom, console = render(page, tmp_path)
     assert console_errors(console) == []
     assert drawn(dom, "comparison") and "<th>faults</th>" not in dom
+    assert drawn(dom, "spectrum-compared")  # each system's e2e spectrum in each run
     # run-y-p had a fault (as its summary.json tells it): its figures beside run-x-p's none
     summary_path = second_run / "direct" / "analysis" / "summary.json"
     summary = json.loads(summary_path.read_text())
