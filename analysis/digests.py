@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,14 @@ def verified_top(parts: Iterable[tuple[fastdigest.TDigest, np.ndarray]]) -> np.n
         kept.append(top)
     union = merged_top(kept, sum(len(t) for t in kept))
     return union[union > floor]
+
+
+def union_sketch(
+    parts: Sequence[tuple[fastdigest.TDigest, np.ndarray]],
+) -> tuple[fastdigest.TDigest, np.ndarray]:
+    """Several parts (steps, in order) as one: their digests merged, their top values as far as
+    they are provably the union's (`verified_top`)."""
+    return merged(d for d, _ in parts), verified_top(parts)
 
 
 def quantile(digest: fastdigest.TDigest, top: np.ndarray | None, q: float) -> tuple[float, bool]:

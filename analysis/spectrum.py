@@ -17,7 +17,7 @@ import fastdigest
 import numpy as np
 import plotly.graph_objects as go
 
-from analysis.digests import merged, quantile, verified_top
+from analysis.digests import quantile, union_sketch
 from analysis.pages import figure_html, plotly_text
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.figures import SpectrumPointDoc
@@ -56,10 +56,7 @@ def spectrum_doc(
         if not parts:
             continue
         lines = {str(step): spectrum_points(*sketch) for step, sketch in parts}
-        sketches_only = [sketch for _, sketch in parts]
-        lines[RUN] = spectrum_points(
-            merged(d for d, _ in sketches_only), verified_top(sketches_only)
-        )
+        lines[RUN] = spectrum_points(*union_sketch([sketch for _, sketch in parts]))
         found[metric] = {key: points for key, points in lines.items() if points}
     return found
 

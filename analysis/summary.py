@@ -17,7 +17,7 @@ import numpy as np
 
 from analysis.confidence import with_intervals
 from analysis.deaths import after_deaths, deaths_text, run_deaths
-from analysis.digests import empty_tail, merged, verified_top
+from analysis.digests import empty_tail, union_sketch
 from analysis.drift import drift_of
 from analysis.faultsteps import (
     FAULTED,
@@ -270,7 +270,7 @@ def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDo
     order: a T-Digest merge depends on its order (in the fourth digit of a median), and the
     order Spark returns the steps in is its partitioning's, which adaptive execution varies."""
     parts = [sketch for (m, _), sketch in sorted(sketches.items(), key=_by_key) if m == metric]
-    return with_intervals(merged(d for d, _ in parts), verified_top(parts))
+    return with_intervals(*union_sketch(parts))
 
 
 def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:
