@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["send"]:
         send.exec_sender(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "receive":
+        receive.exec_receiver(argv[1:])
     command: Callable[[argparse.Namespace], int] = args.main  # each command's set_defaults
     try:
         return command(args)

@@ -4,6 +4,12 @@ The engine runs on uvloop. Progress goes to stdout as JSON lines, for `evbench r
 to read.
 """
 
+# Arrow's allocator is chosen before anything below imports pyarrow (runtime/allocator.py).
+from runtime.allocator import prefer_system_allocator
+
+if __name__ == "__main__":
+    prefer_system_allocator()
+
 import argparse
 import asyncio
 import gc

@@ -1,4 +1,9 @@
-"""`python -m receivers`: run one receiver until SIGINT/SIGTERM (`evbench receive` is the same)."""
+"""`python -m receivers`: one receiver until SIGINT/SIGTERM (`evbench receive` runs the same)."""
+
+from runtime.allocator import prefer_system_allocator
+
+if __name__ == "__main__":
+    prefer_system_allocator()  # before anything imports pyarrow: runtime/allocator.py says why
 
 from receivers.cli import main
 

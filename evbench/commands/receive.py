@@ -1,8 +1,15 @@
-"""`evbench receive`: a standalone timestamping receiver (a pod in a real cluster)."""
+"""`evbench receive`: a standalone timestamping receiver (a pod in a real cluster).
+
+evbench's parser checks the flags (so `--help` and a bad flag read as evbench's); then this
+process is replaced by `python -m receivers` with the same flags, as `evbench send` is by the
+sender: the receiver chooses Arrow's allocator before pyarrow loads (runtime/allocator.py),
+and this process has loaded it already."""
 
 from __future__ import annotations
 
-import argparse
+import os
+import sys
+from typing import NoReturn
 
 from evbench.commands import Subcommands
 
@@ -18,10 +25,9 @@ def add(commands: Subcommands) -> None:
         "/clock and /healthz.",
     )
     add_arguments(receive)
-    receive.set_defaults(main=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    from receivers.cli import run
-
-    return run(args)
+def exec_receiver(argv: list[str]) -> NoReturn:
+    """Replaces this process with the receiver, given `evbench receive`'s flags."""
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "receivers", *argv])
