@@ -31,6 +31,7 @@ from runtime.parquet import check_parts, part_files
 class AnalyzeOptions:
     trim_s: float = 0.0
     export_knative: bool = False
+    export_hdr: bool = False  # HdrHistogram interval logs (analysis.hdr)
     clock_correction: str = DEFAULT_CORRECTION  # runtime.clocks.CORRECTION_MODES
     thresholds: Thresholds = field(default_factory=Thresholds)
     # Events per slice, the unit of work (analysis.slices): memory per task against tasks.

@@ -30,7 +30,8 @@ from pyspark.sql.types import StructType
 
 from analysis.compact import Copy
 from analysis.digests import cumulative_points, from_bytes, line_tasks, merged, merged_top
-from analysis.export import export_knative
+from analysis.export import export_hdr, export_knative
+from analysis.hdr import HDR_ROWS
 from analysis.inputs import (
     AnalyzeOptions,
     SutInputs,
@@ -52,7 +53,7 @@ from analysis.steps import (
     merge_seconds,
 )
 from analysis.summary import Sketch, SutFindings, headline, strict_json, summary
-from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, plan, rule_events, run
+from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, hdr_rows, plan, rule_events, run
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.layout import SutDir
 from contract.units import NS_PER_S
@@ -170,6 +171,11 @@ def _aggregate(
         _move_digests(staging, dirs)
         if opts.export_knative:
             export_knative(_task_events(spark, tasks, context), dirs)
+        if opts.export_hdr:
+            intervals = _binned(
+                spark, tasks, lambda task: hdr_rows(task, context), from_arrow_schema(HDR_ROWS)
+            )
+            export_hdr(intervals, dirs, context.start_ns)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return found

@@ -29,12 +29,14 @@ import pyarrow.parquet as pq
 
 from analysis.compact import ID_SEQ, RECEIVED_KEPT, Copy
 from analysis.digests import TOP_K
+from analysis.hdr import HDR_ROWS, METRICS, interval_rows
 from analysis.routing import NO_ROUTE
 from analysis.slices import index_of, step_of, top_count
-from analysis.steprule import LATENCIES_NS, latencies, outcomes
+from analysis.steprule import LATENCIES_NS, ints, latencies, outcomes, seconds_since
 from analysis.steps import STEP_ARROW, StepContext, aggregate_step, foreign_row
 from contract.errors import RecordFileError
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
+from contract.units import NS_PER_MS
 from runtime.clocks import Correction
 from runtime.parquet import arrow_schema
 
@@ -264,6 +266,26 @@ def rule_events(task: StepTask, context: StepContext) -> pa.Table:
     columns["duplicates"] = pa.array(found["duplicates"], pa.int64())
     columns.update(latencies(events, found["ok"]))
     return pa.table(columns).select(RULE_EVENTS_ARROW.names).cast(RULE_EVENTS_ARROW)
+
+
+def hdr_rows(task: StepTask, context: StepContext) -> pa.Table:
+    """The task's e2e and publish latencies as HdrHistogram intervals (analysis.hdr.HDR_ROWS):
+    a histogram per second and step, from the step rule's own latencies, so the export and
+    the summary cannot disagree. A slice holds whole seconds, so no interval is split."""
+    events, _ = counted_events(task, context)
+    found = latencies(events, outcomes(events)["ok"], METRICS)
+    seconds = seconds_since(ints(events, "intended_ns"), context.start_ns[task.sut])
+    steps = ints(events, "step")
+    columns: dict[str, list[object]] = {name: [] for name in HDR_ROWS.names}
+    for metric in METRICS:
+        column = found[f"{metric}_ms"]
+        defined = ~np.asarray(column.is_null())
+        values_ms = column.fill_null(0.0).to_numpy()[defined]
+        values_ns = np.rint(values_ms * float(NS_PER_MS)).astype(np.int64)
+        rows = interval_rows(task.sut, metric, steps[defined], seconds[defined], values_ns)
+        for name, values in rows.items():
+            columns[name].extend(values)
+    return pa.table(columns, schema=HDR_ROWS)
 
 
 def by_id(sent: pa.Table, received: pa.Table) -> tuple[pa.Table, int]:

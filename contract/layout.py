@@ -99,6 +99,11 @@ class SutDir:
     def knative_export(self) -> Path:
         return self.analysis / "knative"
 
+    @property
+    def hdr_export(self) -> Path:
+        """`--export-hdr`'s HdrHistogram interval logs (analysis.hdr)."""
+        return self.analysis / "hdr"
+
 
 def run_index_html(run_dir: Path) -> Path:
     """The page that shows every SUT of a run side by side."""
@@ -130,6 +135,13 @@ def safe_component(kind: str, value: str) -> str:
     else:
         return value
     raise EvbenchError(f"{kind} {shown} is not allowed: use {COMPONENT_RULE}")
+
+
+def repeat_dir_name(sut: str, index: int, of: int) -> str:
+    """A system's directory name in a run: its name, or with `--repeat N` (N > 1) its name and
+    the repeat's number, `channel-imc.repeat-2` (run.json's `repeat` says the same)."""
+    # Zero-padded to the count's width, so that directories sort in repeat order.
+    return sut if of <= 1 else f"{sut}.repeat-{index:0{len(str(of))}d}"
 
 
 def sut_dir_for(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:

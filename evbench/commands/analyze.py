@@ -62,6 +62,13 @@ def add(commands: Subcommands) -> None:
         help="also write the 2019 two-column files (analysis/knative/*.csv) for gnuplot scripts",
     )
     analyze.add_argument(
+        "--export-hdr",
+        action="store_true",
+        help="also write each system's e2e and publish latencies as HdrHistogram interval logs "
+        "(analysis/hdr/{e2e,publish}.hlog: one interval per second, tagged by step, in ns), "
+        "which HdrHistogram's HistogramLogProcessor and plotter read",
+    )
+    analyze.add_argument(
         "--thresholds",
         type=Path,
         default=None,
@@ -162,6 +169,7 @@ def main(args: argparse.Namespace) -> int:
         args.plot_metrics,
         args.slice_events,
         args.slo,
+        export_hdr=args.export_hdr,
     )
 
 
@@ -177,6 +185,7 @@ def analyze_path(
     plot_metrics: Sequence[str] = (),
     slice_events: int = SLICE_EVENTS,
     objectives: Sequence[Objective] = (),
+    export_hdr: bool = False,
 ) -> int:
     """Exit code: worst of `_exit_codes`'. Spark's start-up messages print only when `verbose`;
     `plot_metrics` choose the series the reports plot; `slice_events` bounds a task's work."""
@@ -197,20 +206,13 @@ def analyze_path(
     from analysis.report import write_index, write_report
     from analysis.spark import stop_soon
 
+    opts = AnalyzeOptions(
+        trim_s=trim_s, thresholds=thresholds, export_knative=export_knative,
+        export_hdr=export_hdr, clock_correction=clock_correction, slice_events=slice_events,
+        objectives=tuple(objectives),
+    )  # fmt: skip
     try:
-        summaries = analyze(
-            spark,
-            inputs,
-            AnalyzeOptions(
-                trim_s=trim_s,
-                thresholds=thresholds,
-                export_knative=export_knative,
-                clock_correction=clock_correction,
-                slice_events=slice_events,
-                objectives=tuple(objectives),
-            ),
-            echo,
-        )
+        summaries = analyze(spark, inputs, opts, echo)
     except BaseException:
         spark.stop()
         raise
