@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["send"]:
         send.exec_sender(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.command == "receive":
-        receive.exec_receiver(argv[1:])
-    command: Callable[[argparse.Namespace], int] = args.main  # each command's set_defaults
     try:
+        if args.command == "receive":
+            receive.exec_receiver(argv[1:])
+        command: Callable[[argparse.Namespace], int] = args.main  # each command's set_defaults
         return command(args)
     except EvbenchError as exc:
         print(f"evbench: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ the user set is kept. Standard library only: this module must not import pyarrow
 from __future__ import annotations
 
 import os
+import sys
 
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 SYSTEM_POOL = "system"
@@ -25,5 +26,8 @@ SYSTEM_POOL = "system"
 
 def prefer_system_allocator() -> None:
     """Arrow's default pool set to the system allocator for this process (and its children),
-    unless the environment names one already."""
+    unless the environment names one already. Too late once pyarrow is loaded: that is a
+    mistake in the caller's imports, said at once rather than measured an hour later."""
+    if "pyarrow" in sys.modules:
+        raise RuntimeError("prefer_system_allocator() after pyarrow was imported: call it first")
     os.environ.setdefault(ARROW_POOL_ENV, SYSTEM_POOL)

@@ -11,6 +11,7 @@ import os
 import sys
 from typing import NoReturn
 
+from contract.errors import EvbenchError
 from evbench.commands import Subcommands
 
 
@@ -30,4 +31,7 @@ def add(commands: Subcommands) -> None:
 def exec_receiver(argv: list[str]) -> NoReturn:
     """Replaces this process with the receiver, given `evbench receive`'s flags."""
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "receivers", *argv])
+    try:
+        os.execv(sys.executable, [sys.executable, "-m", "receivers", *argv])
+    except OSError as exc:
+        raise EvbenchError(f"cannot start the receiver ({sys.executable}): {exc}") from None

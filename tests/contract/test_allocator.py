@@ -49,4 +49,4 @@ def test_an_instrument_runs_arrow_on_the_system_allocator(module):
 
 @pytest.mark.e2e
 def test_a_pool_the_user_named_is_kept():
-    assert _pool_after("receivers", "jemalloc") == "jemalloc"
+    assert _pool_after("receivers", "mimalloc") == "mimalloc"
