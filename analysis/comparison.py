@@ -1,6 +1,8 @@
 """`evbench compare`: the same systems across analysed runs, side by side, and for each one's
 e2e P99 and P99.99 whether a later run is better, worse or indistinguishable from the first
-(analysis.confidence: only where the 95 % intervals part, beyond the tolerance)."""
+(analysis.confidence: only where the 95 % intervals part, beyond the tolerance). A system
+repeated in a run (`run --repeat N`) is one row there, its intervals the repeats' ranges
+(analysis.repeats.merged_rows)."""
 
 from __future__ import annotations
 
@@ -23,10 +25,20 @@ Row = dict[str, Any]  # a comparison row: one (run, SUT)
 CALLED = {"p99": "P99", "p9999": "P99.99"}
 
 
+def run_labels(run_dirs: list[Path]) -> list[str]:
+    """How each run is named in the table: its directory's name, or with the directory above
+    where two runs share a name (a CI baseline kept apart from a new run of the same id)."""
+    names = [d.resolve().name for d in run_dirs]
+    return [
+        f"{d.resolve().parent.name}/{name}" if names.count(name) > 1 else name
+        for d, name in zip(run_dirs, names, strict=True)
+    ]
+
+
 def comparison_rows(run_dirs: list[Path]) -> list[Row]:
     """One row per (run, SUT) from each analysed summary.json."""
     rows = []
-    for run_dir in run_dirs:
+    for run_dir, label in zip(run_dirs, run_labels(run_dirs), strict=True):
         summaries = analysed_summaries(run_dir)
         if not summaries:
             raise EvbenchError(
@@ -37,12 +49,15 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
             e2e = summary["latency_ms"]["e2e"]
             rows.append(
                 {
-                    "run": run_dir.name,
+                    "run": label,
+                    "run_dir": str(run_dir.resolve()),
                     "sut": summary["sut"],
                     "breaking_point_per_s": summary["breaking_point_per_s"],
                     "max_sustainable_rate_per_s": summary["max_sustainable_rate_per_s"],
                     "instrument_failures": summary.get("instrument_failures") or [],
+                    "p99_e2e_ms": e2e["p99"],
                     "p9999_e2e_ms": e2e["p9999"],
+                    "repeat": summary.get("repeat"),
                     "e2e_n": e2e["n"],
                     "p9999_is_max": e2e["p9999_is_max"],
                     "send_failures": summary["counts"]["send_failures"],
@@ -106,6 +121,19 @@ def comparison_text(rows: list[Row]) -> str:
 
 
 def _comparison_cell(row: Row) -> str:
+    return _repeats_text(row) + _one_cell(row)
+
+
+def _repeats_text(row: Row) -> str:
+    """A repeated system's figures are its middle repeat's, of those whose instruments held."""
+    if not row.get("repeats"):
+        return ""
+    failed = row["repeats"] - row["judged"]
+    left = f" ({failed} instrument-failed left out)" if failed else ""
+    return f"median of {row['judged']} repeats{left}: "
+
+
+def _one_cell(row: Row) -> str:
     point = row["breaking_point_per_s"]
     if row.get("instrument_failures"):
         return "instrument failed"  # no figure of that run speaks for the system
@@ -139,12 +167,19 @@ def _spectra(rows: list[Row]) -> str:
     return figure_html(figure, "spectrum-compared")
 
 
+def _repeats_note(row: Row) -> str:
+    """A repeated system's run cell says its figures are the middle repeat's."""
+    if not row.get("repeats"):
+        return ""
+    return cell(f" ({_repeats_text(row).removesuffix(': ')})")
+
+
 def write_comparison(rows: list[Row], out: Path) -> Path:
     runs_root = out.parent
     faulted = any(r["faults"] != "-" for r in rows)
     table = "".join(
         f"<tr class='{'instrument-failed' if r.get('instrument_failures') else ''}'>"
-        f"<td class='text'>{cell(r['run'])}</td><td class='text'>"
+        f"<td class='text'>{cell(r['run'])}{_repeats_note(r)}</td><td class='text'>"
         f"<a href='{href(r['report'], runs_root)}'>"
         f"{cell(r['sut'])}</a></td><td>{cell(_rates(r)[0])}</td>"
         f"<td>{cell(_rates(r)[1])}</td>"
@@ -160,7 +195,7 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
     body = (
         "<h1>Runs compared</h1><table><tr><th>run</th><th>SUT</th><th>breaking point</th>"
         "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th>"
-        "<th>against the first run (95 % intervals)</th>"
+        "<th>against the first run (95 % intervals; repeated: the repeats' ranges)</th>"
         + ("<th>faults</th>" if faulted else "")
         + "</tr>"
         + table

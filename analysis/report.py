@@ -31,6 +31,7 @@ from analysis.insight_html import system_sections
 from analysis.memory_report import write_memory_report as write_memory_report
 from analysis.objectives import objectives_section
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
+from analysis.repeats import repeats_html, shown_name
 from analysis.spectrum import spectrum_section, systems_spectrum
 from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import drift_verdict_text, verdict_text
@@ -111,7 +112,7 @@ def status_banner(summary: SummaryDoc) -> str:
 def _index_banners(summaries: list[SummaryDoc]) -> str:
     """The index's top: one banner per system whose run failed or was interrupted."""
     return "".join(
-        f"<h3>{html.escape(summary['sut'])}</h3>{banner}"
+        f"<h3>{html.escape(shown_name(summary))}</h3>{banner}"
         for summary in summaries
         if (banner := status_banner(summary))
     )
@@ -296,7 +297,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         faults = summary.get("faults") or []
         rows.append(
             f"<tr class='{_verdict_class(summary)}'>"
-            f"<td class='text'><a href='{link}'>{cell(summary['sut'])}</a></td>"
+            f"<td class='text'><a href='{link}'>{cell(shown_name(summary))}</a></td>"
             f"<td class='text'>{cell(headline(summary))}</td>"
             f"<td>{cell(_latency_cell(summary['latency_ms']['e2e']))}</td>"
             f"<td>{cell(counts['send_failures'])}</td><td>{cell(counts['lost'])}</td>"
@@ -309,7 +310,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
             cumulative,
             summary["steps"],
             summary["breaking_point_per_s"],
-            plotly_text(summary["sut"]),
+            plotly_text(shown_name(summary)),
             summary.get("faults", []),
         )
         figure.update_layout(height=420)
@@ -323,7 +324,9 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         + ("<th>faults</th>" if faulted else "")
         + "</tr>"
         + "".join(rows)
-        + "</table><div class='grid'>"
+        + "</table>"
+        + repeats_html(summaries, cell)
+        + "<div class='grid'>"
         + "".join(graphs)
         + "</div>"
         + below

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from analysis.digests import quantile, union_sketch
 from analysis.pages import figure_html, plotly_text
+from analysis.repeats import shown_name
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.figures import SpectrumPointDoc
 
@@ -126,7 +127,7 @@ def systems_spectrum(summaries: Sequence[SummaryDoc], metric: str = "e2e") -> go
     """The index's spectrum: each system's whole-run line, side by side (None: no system has
     one)."""
     lines = {
-        plotly_text(s["sut"]): points  # a name is the user's: shown, never markup
+        plotly_text(shown_name(s)): points  # a name is the user's: shown, never markup
         for s in summaries
         if (points := (s.get("spectrum") or {}).get(metric, {}).get(RUN))
     }

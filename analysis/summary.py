@@ -84,6 +84,13 @@ class SutFindings:
     seconds: Sequence[Mapping[str, Any]] = ()  # metrics.parquet's rows: counts per second
 
 
+def _trimmed(trim_s: float) -> str | None:
+    """What `--trim` left out, as summary.json says it."""
+    if not trim_s:
+        return None
+    return f"events intended in the first {trim_s:g} s after the schedule start are left out"
+
+
 def summary(
     inputs: SutInputs,
     opts: AnalyzeOptions,
@@ -122,11 +129,7 @@ def summary(
         "schedule_start_ns": inputs.start_ns,
         "schedule_start_from": inputs.start_source,
         "trim_s": opts.trim_s,
-        "trimmed": (
-            f"events intended in the first {opts.trim_s:g} s after the schedule start are left out"
-            if opts.trim_s
-            else None
-        ),
+        "trimmed": _trimmed(opts.trim_s),
         "counts": counts,
         "latency_ms": {
             name: whole_run(found.sketches, metric) for name, metric in SUMMARY_LATENCIES.items()
@@ -139,6 +142,8 @@ def summary(
     }
     if search := run.get("search"):
         doc["search"] = search
+    if repeat := run.get("repeat"):
+        doc["repeat"] = repeat
     if deaths.found:
         doc["sut_deaths"] = deaths.found
     if faults:

@@ -131,6 +131,13 @@ class RecordsOnDiskDoc(TypedDict):
     received_files: int
 
 
+class RepeatDoc(TypedDict):
+    """`evbench run --repeat N`: which of the N runs of the whole pace this system's is."""
+
+    index: int  # 1 .. of
+    of: int
+
+
 class RunDoc(TypedDict):
     """run.json: everything that shaped a run (docs/design.md §3). Written by `evbench run` (at the
     schedule start with status "running", again at the end) and by `evbench import-knative`.
@@ -148,6 +155,7 @@ class RunDoc(TypedDict):
     sut_settings: NotRequired[SutDescription]
     sut_deaths: NotRequired[list[SutDeathDoc]]  # across restarts (a search's), in time order
     faults: NotRequired[list[FaultDoc]]  # --fault, --fault-exec: what was done, and when
+    repeat: NotRequired[RepeatDoc]  # --repeat N, N > 1
     decoy_every: NotRequired[int]
     interrupted: NotRequired[bool]
     reason: NotRequired[str]  # why it ended as it did, when nothing else in it says
@@ -347,6 +355,7 @@ class SummaryDoc(TypedDict):
     sut_deaths: NotRequired[list[DeathSummaryDoc]]  # the system's processes that died, if any
     faults: NotRequired[list[FaultSummaryDoc]]  # --fault, --fault-exec: each with its step's cost
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
+    repeat: NotRequired[RepeatDoc]  # run.json's: one of N repeats of the pace
     objectives: NotRequired[list[ObjectiveDoc]]  # --slo: each met or breached
     spectrum: NotRequired[dict[str, dict[str, list[SpectrumPointDoc]]]]  # metric -> line -> points
 

@@ -81,6 +81,8 @@ class RunOptions(SessionOptions):
 
     pace: Pace
     faults: tuple[Fault, ...] = ()  # --fault, --fault-exec: checked against the system
+    repeat: int = 1  # which run of the pace this is, of `repeats` (--repeat)
+    repeats: int = 1
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contract.documents import RunStatus
-from contract.layout import sut_dir_for
+from contract.layout import repeat_dir_name, sut_dir_for
 from contract.senderlines import SenderStart
 from evbench.campaign import each
 from evbench.faults import FaultInjector, fault_bound_s
@@ -38,7 +38,8 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     # A bad warmup fails here, before anything is created.
     has_warmup = opts.send.warmup is not None and parse_warmup(opts.send.warmup) is not None
     check_profile(opts, 0 if has_warmup else 1, len(opts.pace.steps))
-    session = Session.open(opts, opts.pace.name, echo, make)
+    name = repeat_dir_name(opts.sut, opts.repeat, opts.repeats)
+    session = Session.open(opts, opts.pace.name, echo, make, name)
     pace = opts.pace
     echo(
         f"evbench run {session.run_id}: sut {opts.sut}, pace {pace.name} ({pace.spec}), "
@@ -51,6 +52,8 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
         doc = session.document(pace, status, has_warmup)
         if opts.faults:
             doc["faults"] = faults.docs
+        if opts.repeats > 1:
+            doc["repeat"] = {"index": opts.repeat, "of": opts.repeats}
         session.write(doc)
 
     with Interrupts(echo) as interrupts, session:
@@ -145,36 +148,44 @@ def _count(doc: Mapping[str, object], key: str) -> int:
 def run_matrix(
     opts: RunOptions, echo: Echo, live: bool, suts: tuple[str, ...] = LOCAL_SUTS
 ) -> list[RunOutcome]:
-    """Every local SUT in turn under one run id, each started fresh (the 2019 matrix), as one
+    """Every local SUT in turn under one run id, each started fresh (the 2019 matrix), the
+    whole of it `opts.repeats` times (2019's run-1 .. run-5, in one run directory), as one
     campaign (evbench.campaign: directories checked first, a failed system said and passed,
     the first interrupted one stopping the rest)."""
     matrix = _Matrix(opts, echo, live, suts)
     statuses = each(matrix, echo)
     return [
         matrix.outcomes.get(name, RunOutcome(matrix.dirs[name], "failed"))
-        for name in suts[: len(statuses)]
+        for name in matrix.items()[: len(statuses)]
     ]
 
 
 class _Matrix:
-    """`run`'s campaign policy: one run per system, under one run id."""
+    """`run`'s campaign policy: one run per system and repeat, under one run id; repeat k of
+    every system before repeat k + 1 of any."""
 
     noun = "system"
 
     def __init__(self, opts: RunOptions, echo: Echo, live: bool, suts: tuple[str, ...]) -> None:
         run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
-        self.opts, self.echo, self.live, self.suts = replace(opts, run_id=run_id), echo, live, suts
-        self.dirs = {n: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, n) for n in suts}
+        self.opts, self.echo, self.live = replace(opts, run_id=run_id), echo, live
+        self.runs = {
+            repeat_dir_name(sut, k, opts.repeats): (sut, k)
+            for k in range(1, opts.repeats + 1)
+            for sut in suts
+        }
+        self.dirs = {n: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, n) for n in self.runs}
         self.outcomes: dict[str, RunOutcome] = {}
 
     def items(self) -> tuple[str, ...]:
-        return self.suts
+        return tuple(self.runs)
 
     def roots(self) -> list[Path]:
         return [d.root for d in self.dirs.values()]
 
     def drive(self, name: str) -> RunStatus:
-        self.outcomes[name] = run(replace(self.opts, sut=name), self.echo, self.live)
+        sut, repeat = self.runs[name]
+        self.outcomes[name] = run(replace(self.opts, sut=sut, repeat=repeat), self.echo, self.live)
         return self.outcomes[name].status
 
     def recorded(self, name: str) -> bool:

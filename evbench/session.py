@@ -101,14 +101,19 @@ class Session:
 
     @classmethod
     def open(
-        cls, opts: SessionOptions, pace_name: str, echo: Echo, make: MakeSut = make_sut
+        cls,
+        opts: SessionOptions,
+        pace_name: str,
+        echo: Echo,
+        make: MakeSut = make_sut,
+        dir_name: str | None = None,
     ) -> Session:
-        """A new run directory for one system. The environment is read first: a failure there
-        leaves nothing behind; an existing directory is refused (results are never
-        overwritten)."""
+        """A new run directory for one system (`dir_name`, default the system's name). The
+        environment is read first: a failure there leaves nothing behind; an existing directory
+        is refused (results are never overwritten)."""
         env = environment()
         run_id = opts.run_id or next_run_id(opts.runs_dir, pace_name)
-        sut_dir = new_sut_dir(opts.runs_dir, run_id, pace_name, opts.sut)
+        sut_dir = new_sut_dir(opts.runs_dir, run_id, pace_name, dir_name or opts.sut)
         return cls(opts, sut_dir, run_id, env, echo, make)
 
     # lifecycle --------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ EPOCH_NS_MIN = 10**18
 # Sender processes one host may start: each is a busy process of its own, and more than a few
 # per core only add lag (measured: two workers on 2 cores held less than one).
 WORKERS_PER_CORE = 4
+# Repeats of a pace in one run (--repeat): 2019 made five; past a few dozen, a run directory of
+# hundreds of systems is a campaign better split into runs.
+REPEATS_MAX = 50
 
 
 def _integer(text: str) -> int:
@@ -57,6 +60,17 @@ def at_least_one(text: str) -> int:
     value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is too small: it must be at least 1")
+    return value
+
+
+def repeats(text: str) -> int:
+    """How many times a run sends its whole pace: 1..REPEATS_MAX."""
+    value = at_least_one(text)
+    if value > REPEATS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{value} repeats is more than one run directory should hold: at most {REPEATS_MAX} "
+            "(run more under other run ids and compare them)"
+        )
     return value
 
 

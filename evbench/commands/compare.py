@@ -1,4 +1,5 @@
-"""`evbench compare`: the same systems across analysed runs, side by side."""
+"""`evbench compare`: the same systems across analysed runs, side by side; and the regression
+gate that `compare --fail-on-regression` and `run --baseline DIR --fail-on-regression` share."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from contract.errors import EvbenchError
 from evbench.campaign import OBJECTIVE_BREACHED
 from evbench.commands import Subcommands, echo
 from runtime.argtypes import share
-from runtime.runs import unusable_directory
+from runtime.runs import analysed_summaries, unusable_directory
 
 
 def add(commands: Subcommands) -> None:
@@ -19,27 +20,47 @@ def add(commands: Subcommands) -> None:
         description="Print one line per SUT with each run's breaking point, max sustainable "
         "rate and e2e P99.99, and, for every run after the first, whether its e2e P99 and "
         "P99.99 are better, worse or indistinguishable from the first run's (only where their "
-        "95 %% confidence intervals part); write an HTML comparison (default "
+        "95 %% confidence intervals part; for a system repeated with `run --repeat`, where the "
+        "ranges of its repeats part); write an HTML comparison (default "
         "runs/compare.html).",
     )
     compare.add_argument(
-        "runs", type=Path, nargs="+", help="analysed run directories, the first the baseline"
-    )
+        "runs", type=Path, nargs="+",
+        help="analysed run directories, the first the baseline (unless --baseline names one)",
+    )  # fmt: skip
     compare.add_argument("--out", type=Path, default=None, help="HTML file to write")
-    compare.add_argument(
-        "--tolerance", type=share, default=0.0, metavar="PERCENT",
-        help="call a change only beyond this share of the baseline's interval, e.g. 5%% "
-        "(default 0)",
-    )  # fmt: skip
-    compare.add_argument(
-        "--fail-on-regression", action="store_true",
-        help="exit 3 when a system's e2e P99 or P99.99 came out worse than in the first run "
-        "(for CI)",
-    )  # fmt: skip
+    add_regression_arguments(compare, "compare")
     compare.set_defaults(main=main)
 
 
+def add_regression_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """--baseline, --tolerance and --fail-on-regression, one meaning for compare and run."""
+    against = "the run just made" if command == "run" else "each later run"
+    parser.add_argument(
+        "--baseline", type=Path, default=None, metavar="DIR",
+        help=f"an analysed run directory to compare {against} with, as `evbench compare` does "
+        "(its calls printed, an HTML comparison written)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tolerance", type=share, default=0.0, metavar="PERCENT",
+        help="call a change only where the intervals part by more than this share of the "
+        "baseline's bound, e.g. 5%% (default 0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fail-on-regression", action="store_true",
+        help="exit 3 when a system's e2e P99 or P99.99 came out worse than in the baseline "
+        "(for CI)",
+    )  # fmt: skip
+
+
 def main(args: argparse.Namespace) -> int:
+    runs = [args.baseline, *args.runs] if args.baseline else list(args.runs)
+    return gate(runs, args.out, args.tolerance, args.fail_on_regression)
+
+
+def gate(runs: list[Path], out: Path | None, tolerance: float, fail: bool) -> int:
+    """Compare `runs` (the first the baseline): the table printed, the page written, each
+    regression said; OBJECTIVE_BREACHED (3) when `fail` and something came out worse."""
     from analysis.comparison import (
         comparison_rows,
         comparison_text,
@@ -47,21 +68,59 @@ def main(args: argparse.Namespace) -> int:
         with_changes,
         write_comparison,
     )
+    from analysis.repeats import merged_rows
 
-    out = args.out or args.runs[0].parent / "compare.html"
-    flag = "--out" if args.out else "the comparison (--out)"
+    check_runs(runs)
+    flag = "--out" if out else "the comparison (--out)"
+    out = out or runs[0].parent / "compare.html"
     _check_out(flag, out)  # before the runs are read: a wrong --out is a one-line error
-    rows = with_changes(comparison_rows(args.runs), args.tolerance)
+    rows = with_changes(merged_rows(comparison_rows(runs)), tolerance)
     print(comparison_text(rows))
     try:
         written = write_comparison(rows, out)
     except OSError as exc:
         raise EvbenchError(f"{flag}: cannot write {out}: {exc.strerror or exc}") from None
     echo(f"  -> {written}")
+    _say_unmatched(rows)
     worse = regressions(rows)
     for line in worse:
         echo(f"regression: {line}")
-    return OBJECTIVE_BREACHED if worse and args.fail_on_regression else 0
+    return OBJECTIVE_BREACHED if worse and fail else 0
+
+
+def _say_unmatched(rows: list[dict[str, object]]) -> None:
+    """Systems of a later run that the baseline does not have get no call: said; and when no
+    system could be compared at all, that is an error (a gate that compared nothing must not
+    pass)."""
+    first = rows[0]["run"] if rows else None
+    later = [r for r in rows if r["run"] != first]
+    unmatched = [f"{r['sut']} in {r['run']}" for r in later if r["against"] == r["run"]]
+    if later and len(unmatched) == len(later):
+        raise EvbenchError(
+            f"the baseline {first} has none of the systems of the runs after it "
+            f"({', '.join(unmatched)}): nothing was compared"
+        )
+    for text in unmatched:
+        echo(f"no baseline for {text}: not compared")
+
+
+def check_runs(runs: list[Path]) -> None:
+    """Each run once: a run against itself says nothing."""
+    paths = [run.resolve() for run in runs]
+    for path in dict.fromkeys(paths):
+        if paths.count(path) > 1:
+            raise EvbenchError(
+                f"runs: {path} is given {paths.count(path)} times: compare different runs"
+            )
+
+
+def check_baseline(baseline: Path) -> None:
+    """A baseline must be an analysed run before a run is made to compare with it."""
+    if not analysed_summaries(baseline):
+        raise EvbenchError(
+            f"--baseline {baseline}: no analysed SUTs there; give a run directory "
+            f"`evbench analyze` has analysed (runs/<run-id>-<pace>)"
+        )
 
 
 def _check_out(flag: str, out: Path) -> None:

@@ -16,11 +16,13 @@ from evbench.commands.analyze import (
     add_verbose_argument,
     analyze_path,
 )
+from evbench.commands.compare import add_regression_arguments, check_baseline, gate
 from evbench.commands.faultflags import add_fault_arguments, checked_faults
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
 from loadgen.pace import resolve_pace
 from loadgen.settings import add_knob_arguments
+from runtime.argtypes import repeats
 
 
 def add(commands: Subcommands) -> None:
@@ -44,9 +46,34 @@ def add(commands: Subcommands) -> None:
     add_verbose_argument(run)
     add_plot_metric_argument(run)
     run.add_argument("--paces-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    run.add_argument(
+        "--repeat",
+        type=repeats,
+        default=1,
+        metavar="N",
+        help="run the whole pace N times, every lab system started fresh each time, in one run "
+        "directory (<sut>.repeat-K/); the index and `evbench compare` give each figure's "
+        "middle repeat and range; 5 for a CI gate (default 1)",
+    )
     add_fault_arguments(run, "step", "2@5s")
     add_slo_argument(run, "run")
+    add_regression_arguments(run, "run")
     run.set_defaults(main=main)
+
+
+def _check_judging(args: argparse.Namespace) -> None:
+    """--slo and --baseline judge the analysed run; the gate's flags need a baseline."""
+    if args.slo and args.no_analyze:
+        raise EvbenchError("--slo is judged on the analysis: drop --no-analyze, or give --slo "
+                           "to `evbench analyze` later")  # fmt: skip
+    if args.baseline and args.no_analyze:
+        raise EvbenchError("--baseline compares the analysed run: drop --no-analyze, or "
+                           "run `evbench analyze`, then `evbench compare BASE RUN`")  # fmt: skip
+    if not args.baseline and (args.fail_on_regression or args.tolerance):
+        raise EvbenchError("--fail-on-regression and --tolerance judge against a baseline: "
+                           "give --baseline DIR (an analysed run)")  # fmt: skip
+    if args.baseline:
+        check_baseline(args.baseline)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -54,15 +81,14 @@ def main(args: argparse.Namespace) -> int:
     from evbench.runner import run_matrix
     from suts.lab import LOCAL_SUTS
 
-    if args.slo and args.no_analyze:
-        raise EvbenchError("--slo is judged on the analysis: drop --no-analyze, or give --slo "
-                           "to `evbench analyze` later")  # fmt: skip
+    _check_judging(args)
     pace = resolve_pace(args.pace, args.paces_dir)
     session = session_kwargs(args)
     opts = RunOptions(
         pace=pace,
         sut=args.sut[0] if args.sut else "direct",
         faults=checked_faults(args, session["lab"], args.sut or LOCAL_SUTS, pace.steps),
+        repeats=args.repeat,
         **session,
     )
     cores = os.cpu_count() or 1
@@ -74,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
             "cores here: expect more lag than one worker at the same rate"
         )
     live = sys.stderr.isatty()
-    single = args.sut is not None and len(args.sut) == 1
+    single = args.sut is not None and len(args.sut) == 1 and args.repeat == 1
     # One system or several, one campaign: a system that fails after it recorded is said and
     # exits 1, as in a search; an error before anything was recorded is the command's (2).
     outcomes = run_matrix(opts, echo, live, tuple(args.sut or LOCAL_SUTS))
@@ -91,4 +117,9 @@ def main(args: argparse.Namespace) -> int:
                 objectives=args.slo,
             )
         )  # fmt: skip
+        if args.baseline:  # the new run against it, its page beside the run's index
+            run_dir = target.parent
+            code = gate([args.baseline, run_dir], run_dir / "compare.html", args.tolerance,
+                        args.fail_on_regression)  # fmt: skip
+            codes.append(code)
     return worst_exit_code(codes)

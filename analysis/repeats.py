@@ -1,0 +1,214 @@
+"""Repeats of a pace (`evbench run --repeat N`): each figure's median and spread across them, and
+the interval `compare` calls changes from. Pure.
+
+N runs of the same pace give each figure N values. Their range [min, max] is its interval
+across runs: it covers the median of the run-to-run distribution with probability 1 - 2^(1-N)
+(75 % for 3 repeats, 94 % for 5), whatever that distribution's shape, and it holds what one
+run's sampling interval cannot: how much the system differs from run to run (broker-imc's P99
+was 11.7, 42.8 and 14.1 ms in three runs of one pace, each run's interval ~1 ms wide:
+docs/analysis.md). `compare` calls a change where two groups' ranges part; with 3 repeats a
+side, two groups of the same system do that by chance 1 time in 10 (2 / C(6, 3), either way).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+from contract.documents import SummaryDoc
+from contract.figures import IntervalDoc
+
+
+class Spread(TypedDict):
+    """One figure across the judged repeats (those whose instruments held)."""
+
+    median: float | None  # the middle repeat's (the lower of two); None: that repeat had none
+    lo: float | None  # the lowest and highest value among the repeats that had one
+    hi: float | None
+    n: int  # repeats with a value
+    of: int  # repeats judged
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure given across repeats: how a summary says it, and what a repeat without a
+    value means for the median (`absent_rank`: where it sorts, None: left out)."""
+
+    label: str
+    unit: str
+    get: Callable[[SummaryDoc], float | None]
+    absent: str = "none"
+    absent_rank: float | None = None
+
+
+FIGURES: dict[str, Figure] = {
+    # No step held: below every rate.
+    "max_sustainable_rate_per_s": Figure(
+        "max sustainable", "/s", lambda s: s["max_sustainable_rate_per_s"], "none held", -math.inf
+    ),
+    # Held through the pace: above every rate.
+    "breaking_point_per_s": Figure(
+        "breaking point", "/s", lambda s: s["breaking_point_per_s"], "held", math.inf
+    ),
+    "e2e_p99_ms": Figure("e2e P99", " ms", lambda s: s["latency_ms"]["e2e"]["p99"]),
+    "e2e_p9999_ms": Figure("e2e P99.99", " ms", lambda s: s["latency_ms"]["e2e"]["p9999"]),
+    "lost": Figure("lost", "", lambda s: s["counts"]["lost"]),
+    "send_failures": Figure("send failures", "", lambda s: s["counts"]["send_failures"]),
+}
+
+
+def shown_name(summary: SummaryDoc) -> str:
+    """A system as the index names it: `channel-imc`, or `channel-imc, repeat 2 of 3`."""
+    repeat = summary.get("repeat")
+    return summary["sut"] if repeat is None else (
+        f"{summary['sut']}, repeat {repeat['index']} of {repeat['of']}"
+    )  # fmt: skip
+
+
+def spread(values: Sequence[float | None], absent_rank: float | None = None) -> Spread | None:
+    """The middle value (statistics.median_low: one repeat's own figure, a step's rate for a
+    rate), lowest and highest of `values`; a None sorts at `absent_rank` for the median (left
+    out when None). None when no repeat counts."""
+    present = sorted(float(v) for v in values if v is not None)
+    absent = sum(v is None for v in values)
+    ranked = present + [absent_rank] * absent if absent_rank is not None else present
+    if not ranked:
+        return None
+    middle = statistics.median_low(sorted(ranked))
+    return {
+        "median": middle if math.isfinite(middle) else None,
+        "lo": present[0] if present else None,
+        "hi": present[-1] if present else None,
+        "n": len(present),
+        "of": len(values),
+    }
+
+
+def spread_text(found: Spread | None, unit: str = "", absent: str = "none") -> str:
+    """`14.1 ms (11.7-42.8)`, `held (2000-2000; held in 2 of 3)`; `-` for nothing."""
+    if found is None:
+        return "-"
+    middle = absent if found["median"] is None else f"{found['median']:g}{unit}"
+    span = "" if found["lo"] is None else f"{found['lo']:g}-{found['hi']:g}"
+    missing = found["of"] - found["n"]
+    said = f"{absent} in {missing} of {found['of']}" if missing else ""
+    inside = "; ".join(part for part in (span, said) if part)
+    return f"{middle} ({inside})" if inside else middle
+
+
+def repeats_html(summaries: Sequence[SummaryDoc], cell: Callable[[object], str]) -> str:
+    """The index's table of the repeated systems (nothing when none was): per system, each
+    FIGURES' median and range across its repeats; `cell` escapes a value for the page."""
+    table = repeat_table(summaries)
+    if not table:
+        return ""
+    head = "".join(f"<th>{figure.label}</th>" for figure in FIGURES.values())
+    rows = "".join(
+        f"<tr><td class='text'>{cell(row['sut'])}</td><td>{cell(_repeats_cell(row))}</td>"
+        + "".join(
+            f"<td>{cell(spread_text(row[name], figure.unit, figure.absent))}</td>"
+            for name, figure in FIGURES.items()
+        )
+        + "</tr>"
+        for row in table
+    )
+    return (
+        "<h2>Across repeats: the middle repeat's figure (lowest-highest)</h2>"
+        f"<table><tr><th>SUT</th><th>repeats</th>{head}</tr>{rows}</table>"
+    )
+
+
+def _repeats_cell(row: dict[str, Any]) -> str:
+    failed = row["repeats"] - row["judged"]
+    return (
+        f"{row['repeats']} ({failed} left out: instrument failed)"
+        if failed
+        else str(row["repeats"])
+    )
+
+
+def repeat_groups(summaries: Sequence[SummaryDoc]) -> dict[str, list[SummaryDoc]]:
+    """The repeated systems' summaries, by system, in repeat order; systems run once are not
+    here."""
+    groups: dict[str, list[SummaryDoc]] = {}
+    for summary in summaries:
+        if "repeat" in summary:
+            groups.setdefault(summary["sut"], []).append(summary)
+    return {sut: sorted(found, key=lambda s: s["repeat"]["index"]) for sut, found in groups.items()}
+
+
+def repeat_table(summaries: Sequence[SummaryDoc]) -> list[dict[str, Any]]:
+    """A row per repeated system: its name, how many repeats and how many judged (a repeat
+    whose instruments failed says nothing of the system: left out), each FIGURES' spread over
+    the judged ones."""
+    rows = []
+    for sut, found in repeat_groups(summaries).items():
+        judged = [s for s in found if not s.get("instrument_failures")]
+        figures = {
+            name: spread([f.get(s) for s in judged], f.absent_rank) for name, f in FIGURES.items()
+        }
+        rows.append({"sut": sut, "repeats": len(found), "judged": len(judged), **figures})
+    return rows
+
+
+def range_interval(values: Sequence[float | None], n: int) -> IntervalDoc | None:
+    """The repeats' range as `compare`'s interval (IntervalDoc: `exact` as the values are, `n`
+    the samples of every repeat together); None when a repeat lacks the figure."""
+    if not values or any(v is None for v in values):
+        return None
+    present = [float(v) for v in values if v is not None]
+    return {"lo_ms": min(present), "hi_ms": max(present), "exact": True, "n": n}
+
+
+def merged_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`compare`'s rows with the repeats of a (run, system) as one row (`repeats`: how many):
+    rows of systems run once pass as they are. Each group where it first was."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        of = (row.get("repeat") or {}).get("of", 0)
+        groups.setdefault((row.get("run_dir", row["run"]), row["sut"], of), []).append(row)
+    return [found[0] if len(found) == 1 else _merged(found) for found in groups.values()]
+
+
+def _merged(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One row for a system's repeats: each figure the middle repeat's (as the index gives it),
+    `ci95` the ranges of P99 and P99.99 (range_interval); repeats whose instruments failed are
+    left out (`judged` says how many were not), all of them failed: the group failed."""
+    judged = [r for r in found if not r["instrument_failures"]]
+    if not judged:
+        return {**found[0], "repeats": len(found), "judged": 0}
+    n = sum(r["e2e_n"] for r in judged)
+    called = {"p99": "p99_e2e_ms"}
+    if not any(r["p9999_is_max"] for r in judged):  # as one run's ci95: none for a maximum
+        called["p9999"] = "p9999_e2e_ms"
+    middle = sorted(judged, key=lambda r: r["p99_e2e_ms"] or 0.0)[(len(judged) - 1) // 2]
+
+    def median(key: str) -> float | None:
+        figure = FIGURES.get(key)
+        found = spread([r[key] for r in judged], figure.absent_rank if figure else None)
+        return None if found is None else found["median"]
+
+    def count(key: str) -> int | None:  # rates and counts: the middle repeat's, a whole number
+        found = median(key)
+        return None if found is None else int(found)
+
+    return {
+        **middle,  # its spectrum, report and verdict stand for the group's
+        "repeats": len(found),
+        "judged": len(judged),
+        "p9999_e2e_ms": median("p9999_e2e_ms"),
+        "p9999_is_max": any(r["p9999_is_max"] for r in judged),
+        "breaking_point_per_s": count("breaking_point_per_s"),
+        "max_sustainable_rate_per_s": count("max_sustainable_rate_per_s"),
+        "e2e_n": n,
+        "send_failures": count("send_failures"),
+        "lost": count("lost"),
+        "ci95": {
+            name: interval
+            for name, key in called.items()
+            if (interval := range_interval([r[key] for r in judged], n)) is not None
+        },
+    }
