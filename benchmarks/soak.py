@@ -16,6 +16,7 @@ what the run wrote itself:
     .venv/bin/python benchmarks/soak.py --sut direct --pace 20000:600 --no-analyze
     .venv/bin/python benchmarks/soak.py --quick                                    # ~2.5 min
     .venv/bin/python benchmarks/soak.py --quick --code /tmp/old   # another checkout's code
+    .venv/bin/python benchmarks/soak.py --report runs/soak-20000x600/direct   # figures again
 
 `--code DIR` runs `python -m evbench` with DIR as the working directory, so the orchestration
 and every process it starts (`python -m loadgen`, `python -m suts`, ...) import that tree's code:
@@ -40,6 +41,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis.drift import theil_sen
 from benchmarks.common import machine_line
 from runtime.parquet import part_files
 
@@ -61,6 +63,22 @@ def rss_slope_mib_per_h(
     hours = (t_ns[keep] - t_ns[keep][0]) / NS_PER_S / S_PER_H
     slope, _ = np.polyfit(hours, rss_bytes[keep] / MIB, 1)
     return float(slope)
+
+
+def robust_slope_mib_per_h(
+    t_ns: np.ndarray, rss_bytes: np.ndarray, from_ns: int, to_ns: int, points: int = 400
+) -> float | None:
+    """Theil-Sen slope (the median of pairwise slopes, the drift rule's estimator:
+    analysis.drift.theil_sen) of RSS over [from_ns, to_ns] in MiB per hour, on at most `points`
+    evenly spaced samples: a lasting trend, where one spike or swing moves least squares."""
+    keep = (t_ns >= from_ns) & (t_ns <= to_ns) & (rss_bytes > 0)
+    if keep.sum() < 10:
+        return None
+    t, rss = t_ns[keep], rss_bytes[keep]
+    every = max(1, len(t) // points)
+    hours = (t[::every] - t[0]) / NS_PER_S / S_PER_H
+    found = theil_sen(hours.astype(np.float64), rss[::every] / MIB)
+    return None if found is None else found[0]
 
 
 def ceiling_at_s(t_ns: np.ndarray, rss_bytes: np.ndarray) -> float:
@@ -99,11 +117,12 @@ def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) 
         return
     table = pq.read_table(files, columns=["t_ns", "process", "rss_bytes"]).to_pydict()
     names = sorted(set(table["process"]))
-    print("  RSS over the steps after --settle-s (slope: least squares; peak from: within 1 MiB")
-    print("  of the peak from this many seconds after the first sample on):")
+    print("  RSS over the steps after --settle-s (slope: least squares, and Theil-Sen's median")
+    print("  of pairwise slopes; peak from: within 1 MiB of the peak from this many seconds")
+    print("  after the first sample on):")
     print(
         f"  {'process':<22} {'first':>8} {'last':>8} {'peak':>8} {'peak from':>9}  {'slope':>11}"
-        f"  {'per event':>9}"
+        f"  {'per event':>9}  {'Theil-Sen':>11}"
     )
     for name in names:
         rows = [i for i, p in enumerate(table["process"]) if p == name]
@@ -112,6 +131,8 @@ def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) 
         order = np.argsort(t_ns)
         t_ns, rss = t_ns[order], rss[order]
         slope = rss_slope_mib_per_h(t_ns, rss, *window_ns)
+        robust = robust_slope_mib_per_h(t_ns, rss, *window_ns)
+        robust_text = "-" if robust is None else f"{robust:+8.1f} MiB/h"
         t_ns, rss = t_ns[rss > 0], rss[rss > 0]
         if slope is None:
             slope_text, per_event = "too short", "-"
@@ -121,7 +142,7 @@ def instruments(sut_dir: Path, window_ns: tuple[int, int], events_per_s: float) 
         print(
             f"  {name:<22} {rss[0] / MIB:>6.1f}Mi {rss[-1] / MIB:>6.1f}Mi "
             f"{rss.max() / MIB:>6.1f}Mi {ceiling_at_s(t_ns, rss):>7.0f} s  {slope_text:>11}  "
-            f"{per_event:>9}"
+            f"{per_event:>9}  {robust_text:>11}"
         )
 
 
@@ -177,7 +198,14 @@ def main() -> int:
     parser.add_argument("--settle-s", type=float, default=60.0, help="left out of the slope")
     parser.add_argument("--runs-dir", type=Path, default=None, help="default: a new temp dir")
     parser.add_argument("--code", type=Path, default=REPO, help="the tree whose code runs")
+    parser.add_argument(
+        "--report", type=Path, default=None, metavar="SUT_DIR",
+        help="only print the figures of a run made before (its system's directory)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.report is not None:
+        report(args.report, args.settle_s)
+        return 0
     if args.quick:
         args.sut, args.pace = QUICK
         args.no_analyze = True
