@@ -136,8 +136,8 @@ def log_head(start_ns: int) -> list[str]:
         "#[Histogram log format version 1.3]",
         f"#[StartTime: {start_s:.3f} (seconds since epoch)]",
         f"#[BaseTime: {start_s:.3f} (seconds since epoch)]",
-        "#[evbench: values in nanoseconds, one interval per second the events were due, "
-        "tagged by step]",
+        "#[evbench: values in nanoseconds, one interval per second the events were due, each "
+        "written untagged (the whole run) and tagged by its step]",
         '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
     ]
 

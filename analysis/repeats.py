@@ -88,15 +88,20 @@ def spread(values: Sequence[float | None], absent_rank: float | None = None) -> 
 
 
 def spread_text(found: Spread | None, unit: str = "", absent: str = "none") -> str:
-    """`14.1 ms (11.7-42.8)`, `held (2000-2000; held in 2 of 3)`; `-` for nothing."""
+    """`14.1 ms (11.7-42.8)`, `2000/s (2000-2000; held in 1 of 3)`, `held`; `-` for nothing.
+    Four significant digits: the repeats differ well before the fifth."""
     if found is None:
         return "-"
-    middle = absent if found["median"] is None else f"{found['median']:g}{unit}"
-    span = "" if found["lo"] is None else f"{found['lo']:g}-{found['hi']:g}"
+    if found["n"] == 0:
+        return absent
+    middle = absent if found["median"] is None else f"{found['median']:.4g}{unit}"
+    span = f"{found['lo']:.4g}-{found['hi']:.4g}"
     missing = found["of"] - found["n"]
-    said = f"{absent} in {missing} of {found['of']}" if missing else ""
-    inside = "; ".join(part for part in (span, said) if part)
-    return f"{middle} ({inside})" if inside else middle
+    return (
+        f"{middle} ({span}; {absent} in {missing} of {found['of']})"
+        if missing
+        else (f"{middle} ({span})")
+    )
 
 
 def repeats_html(summaries: Sequence[SummaryDoc], cell: Callable[[object], str]) -> str:

@@ -49,7 +49,9 @@ def test_spread_is_the_middle_repeat_and_its_range(values, absent_rank, expected
         ([11.7, 42.8, 14.1], None, " ms", "none", "14.1 ms (11.7-42.8)"),
         ([None, 2000, None], INF, "/s", "held", "held (2000-2000; held in 2 of 3)"),
         ([2000, 2000, None], INF, "/s", "held", "2000/s (2000-2000; held in 1 of 3)"),
-        ([None], -INF, "/s", "none held", "none held (none held in 1 of 1)"),
+        ([None], -INF, "/s", "none held", "none held"),
+        ([None, None], INF, "/s", "held", "held"),
+        ([7.68671, 5.66312, 7.73641], None, " ms", "none", "7.687 ms (5.663-7.736)"),
     ],
 )
 def test_spread_text(values, absent_rank, unit, absent, text):
