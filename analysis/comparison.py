@@ -13,6 +13,7 @@ from analysis.confidence import WORSE, change
 from analysis.fault_report import faults_brief
 from analysis.figures import comparison
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
+from analysis.repeats import left_out
 from analysis.spectrum import RUN, spectrum_figure
 from analysis.summary import latency_text, read_summary
 from contract.errors import EvbenchError
@@ -128,9 +129,7 @@ def _repeats_text(row: Row) -> str:
     """A repeated system's figures are its middle repeat's, of those whose instruments held."""
     if not row.get("repeats"):
         return ""
-    failed = row["repeats"] - row["judged"]
-    left = f" ({failed} instrument-failed left out)" if failed else ""
-    return f"median of {row['judged']} repeats{left}: "
+    return f"median of {row['judged']} repeats{left_out(row)}: "
 
 
 def _one_cell(row: Row) -> str:

@@ -97,11 +97,8 @@ def spread_text(found: Spread | None, unit: str = "", absent: str = "none") -> s
     middle = absent if found["median"] is None else f"{found['median']:.4g}{unit}"
     span = f"{found['lo']:.4g}-{found['hi']:.4g}"
     missing = found["of"] - found["n"]
-    return (
-        f"{middle} ({span}; {absent} in {missing} of {found['of']})"
-        if missing
-        else (f"{middle} ({span})")
-    )
+    said = f"; {absent} in {missing} of {found['of']}" if missing else ""
+    return f"{middle} ({span}{said})"
 
 
 def repeats_html(summaries: Sequence[SummaryDoc], cell: Callable[[object], str]) -> str:
@@ -127,12 +124,14 @@ def repeats_html(summaries: Sequence[SummaryDoc], cell: Callable[[object], str])
 
 
 def _repeats_cell(row: dict[str, Any]) -> str:
+    return f"{row['repeats']}{left_out(row)}"
+
+
+def left_out(row: dict[str, Any]) -> str:
+    """What a row of repeats (the index's or compare's: `repeats`, `judged`) says of the
+    repeats whose instruments failed: nothing when none did."""
     failed = row["repeats"] - row["judged"]
-    return (
-        f"{row['repeats']} ({failed} left out: instrument failed)"
-        if failed
-        else str(row["repeats"])
-    )
+    return f" ({failed} left out: instrument failed)" if failed else ""
 
 
 def repeat_groups(summaries: Sequence[SummaryDoc]) -> dict[str, list[SummaryDoc]]:
