@@ -13,12 +13,24 @@ Arrow reads `ARROW_DEFAULT_MEMORY_POOL` once, when pyarrow loads (and `pa.set_me
 not reach the Parquet writer), so the instruments' entry modules (`python -m loadgen`,
 `python -m receivers`) call `prefer_system_allocator` before anything imports pyarrow. A value
 the user set is kept. Standard library only: this module must not import pyarrow itself.
+
+The C library's malloc has the same habit on a smaller scale: what a burst freed (a stall's
+waiting connections, the 8 KB request buffers on them, a late batch of records) leaves free
+chunks between live ones, which glibc keeps as the process's own until asked. `HeapTrimmer` asks
+(`malloc_trim`) at most once a minute, from the records' writer thread, so the instruments'
+memory follows what they hold rather than their busiest moment so far: in a 10-minute soak at
+20,000/s a trim took 0.4-1.8 ms and gave back up to 5 MiB of the sender's.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import sys
+import threading
+import time
+from collections.abc import Callable
 
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 SYSTEM_POOL = "system"
@@ -31,3 +43,61 @@ def prefer_system_allocator() -> None:
     if "pyarrow" in sys.modules:
         raise RuntimeError("prefer_system_allocator() after pyarrow was imported: call it first")
     os.environ.setdefault(ARROW_POOL_ENV, SYSTEM_POOL)
+
+
+# Once a minute: a trim walks the whole heap (0.4-1.8 ms each in the sender at 20,000/s, on its
+# writer thread; 2-9 ms for a fragmented 100 MiB), and a step that lasts a minute is not one a
+# soak's slope can read.
+TRIM_INTERVAL_S = 60.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, or None where the C library has none (musl, macOS). ctypes lets
+    go of the GIL for the call, so the event loop runs on while a writer thread trims."""
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_heap() -> bool:
+    """Free pages of the C heap handed back to the system now; True if any were (False where
+    the C library cannot)."""
+    return bool(_TRIM(0)) if _TRIM is not None else False
+
+
+def trim_due(now_s: float, last_s: float, interval_s: float = TRIM_INTERVAL_S) -> bool:
+    """Whether a trim is due: `interval_s` since the last one (or since the process began)."""
+    return now_s - last_s >= interval_s
+
+
+class HeapTrimmer:
+    """Trims the C heap at most once per interval, from whichever thread asks first. Process
+    wide, since the heap is: every records writer in a process shares one."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last_s = clock()
+        self._lock = threading.Lock()
+        self.trims = 0
+
+    def now_and_then(self) -> None:
+        """Trim if one is due. Call it from a thread off the event loop, after a write."""
+        if not trim_due(self._clock(), self._last_s) or not self._lock.acquire(blocking=False):
+            return
+        try:
+            now_s = self._clock()
+            if not trim_due(now_s, self._last_s):  # another thread trimmed in between
+                return
+            self._last_s = now_s
+            release_free_heap()
+            self.trims += 1
+        finally:
+            self._lock.release()
+
+
+HEAP = HeapTrimmer()

@@ -33,6 +33,7 @@ from contract import partnames
 from contract.errors import EvbenchError, RecordFileError
 from contract.layout import safe_component
 from contract.records import Field
+from runtime.allocator import HEAP
 
 _ARROW_TYPES = {
     "string": pa.string(),
@@ -190,6 +191,8 @@ class PartWriter:
             self.parts_written += 1
             if self.roll_s is not None:
                 self._add_to_roll(number, table)
+        # Off the event loop and after the lock: what a burst freed goes back to the system.
+        HEAP.now_and_then()
         return path
 
     def write(self, rows: list[Row]) -> Path | None:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from runtime.allocator import ARROW_POOL_ENV
+from runtime.allocator import ARROW_POOL_ENV, HeapTrimmer, release_free_heap, trim_due
 
 # Runs MODULE as `python -m MODULE --help` would (its imports, then argparse's exit), then says
 # which pool Arrow ended up with.
@@ -50,3 +50,49 @@ def test_an_instrument_runs_arrow_on_the_system_allocator(module):
 @pytest.mark.e2e
 def test_a_pool_the_user_named_is_kept():
     assert _pool_after("receivers", "mimalloc") == "mimalloc"
+
+
+@pytest.mark.parametrize(
+    ("now_s", "last_s", "due"),
+    [
+        (0.0, 0.0, False),  # the process just began
+        (59.9, 0.0, False),
+        (60.0, 0.0, True),
+        (1000.0, 900.0, True),
+        (930.0, 900.0, False),
+    ],
+)
+def test_a_trim_is_due_once_a_minute(now_s, last_s, due):
+    assert trim_due(now_s, last_s) is due
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def test_the_trimmer_trims_once_per_interval_however_often_it_is_asked():
+    clock = _Clock()
+    trimmer = HeapTrimmer(clock)
+    for second in range(0, 185):
+        clock.now_s = float(second)
+        trimmer.now_and_then()
+        trimmer.now_and_then()
+    assert trimmer.trims == 3  # at 60, 120 and 180 s
+
+
+def test_freed_heap_pages_go_back_to_the_system():
+    # 8 KB blocks with every other one freed: free chunks between live ones, which glibc keeps
+    # until asked (the open-loop sender's request buffers after a stall, in small).
+    if not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None:
+        pytest.skip("malloc_trim is glibc's")
+    blocks = [bytes(8200) for _ in range(4000)]
+    del blocks[::2]
+    release_free_heap()  # whatever was free before
+    survivors = [bytes(8200) for _ in range(10)]
+    blocks[:] = blocks[::2]
+    assert release_free_heap() is True
+    assert survivors
