@@ -191,7 +191,8 @@ class PartWriter:
             self.parts_written += 1
             if self.roll_s is not None:
                 self._add_to_roll(number, table)
-        # Off the event loop and after the lock: what a burst freed goes back to the system.
+        # After the lock (a roll need not wait for a trim); the instruments call this off their
+        # event loops: what a burst freed goes back to the system.
         HEAP.now_and_then()
         return path
 

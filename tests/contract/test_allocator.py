@@ -75,25 +75,53 @@ class _Clock:
         return self.now_s
 
 
+class _Trims:
+    def __init__(self) -> None:
+        self.at_s: list[float] = []
+        self.clock = _Clock()
+
+    def __call__(self) -> bool:
+        self.at_s.append(self.clock.now_s)
+        return True
+
+
 def test_the_trimmer_trims_once_per_interval_however_often_it_is_asked():
-    clock = _Clock()
-    trimmer = HeapTrimmer(clock)
+    trims = _Trims()
+    trimmer = HeapTrimmer(trims.clock, trims)
     for second in range(0, 185):
-        clock.now_s = float(second)
+        trims.clock.now_s = float(second)
         trimmer.now_and_then()
         trimmer.now_and_then()
-    assert trimmer.trims == 3  # at 60, 120 and 180 s
+    assert trims.at_s == [60.0, 120.0, 180.0]
+
+
+def test_a_thread_asking_while_another_trims_does_not_trim_too():
+    trims = _Trims()
+    trimmer = HeapTrimmer(trims.clock, trims)
+    trims.clock.now_s = 61.0
+    with trimmer._lock:  # another thread is trimming
+        trimmer.now_and_then()
+    assert trims.at_s == []
+    trimmer.now_and_then()
+    assert trims.at_s == [61.0]
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def test_freed_heap_pages_go_back_to_the_system():
-    # 8 KB blocks with every other one freed: free chunks between live ones, which glibc keeps
-    # until asked (the open-loop sender's request buffers after a stall, in small).
+    # 8 KB blocks, written to, with every other one freed: free chunks between live ones, which
+    # glibc keeps as the process's own until asked (the open-loop sender's request buffers
+    # after a stall, in small). Each freed block holds at least one whole page.
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("malloc_trim is glibc's")
-    blocks = [bytes(8200) for _ in range(4000)]
-    del blocks[::2]
+    blocks = [b"x" * 8200 for _ in range(8000)]  # ~64 MiB
     release_free_heap()  # whatever was free before
-    survivors = [bytes(8200) for _ in range(10)]
-    blocks[:] = blocks[::2]
+    del blocks[::2]
+    freed = _rss_bytes()
     assert release_free_heap() is True
-    assert survivors
+    given_back = freed - _rss_bytes()
+    assert given_back >= 8 * 2**20, f"only {given_back / 2**20:.1f} MiB of ~32 MiB came back"
+    assert len(blocks) == 4000  # the live half stays live to here
