@@ -94,7 +94,6 @@ class HeapTrimmer:
         self._trim = trim
         self._last_s = clock()
         self._lock = threading.Lock()
-        self.trims = 0
 
     def now_and_then(self) -> None:
         """Trim if one is due and no other thread is trimming. Call it off the event loop."""
@@ -106,7 +105,6 @@ class HeapTrimmer:
                 return
             self._last_s = now_s
             self._trim()
-            self.trims += 1
         finally:
             self._lock.release()
 

@@ -9,6 +9,7 @@ import platform
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from runtime.allocator import ARROW_POOL_ENV, HeapTrimmer, release_free_heap, trim_due
@@ -106,11 +107,6 @@ def test_a_thread_asking_while_another_trims_does_not_trim_too():
     assert trims.at_s == [61.0]
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def test_freed_heap_pages_go_back_to_the_system():
     # 8 KB blocks, written to, with every other one freed: free chunks between live ones, which
     # glibc keeps as the process's own until asked (the open-loop sender's request buffers
@@ -120,8 +116,9 @@ def test_freed_heap_pages_go_back_to_the_system():
     blocks = [b"x" * 8200 for _ in range(8000)]  # ~64 MiB
     release_free_heap()  # whatever was free before
     del blocks[::2]
-    freed = _rss_bytes()
+    me = psutil.Process()
+    freed = me.memory_info().rss
     assert release_free_heap() is True
-    given_back = freed - _rss_bytes()
+    given_back = freed - me.memory_info().rss
     assert given_back >= 8 * 2**20, f"only {given_back / 2**20:.1f} MiB of ~32 MiB came back"
     assert len(blocks) == 4000  # the live half stays live to here
