@@ -195,12 +195,14 @@ def _searched(tmp_path: Path, run_id: str, *args: str) -> dict:
 
 
 def _brackets(found: dict, capacity: int) -> None:
-    """The search's answer is the capacity, within its resolution (10 %): a hop whose queue
-    absorbs a few seconds of excess may hold a confirmation a hair above its rate."""
+    """The search's answer is the capacity, within its resolution (10 %) on either side: a hop
+    whose queue absorbs a few seconds of excess may hold a confirmation a hair above its rate,
+    and its rate is a ceiling, not a promise: one Python thread forwarding each event on two
+    busy cores may fall a few percent short of it (CI saw a 330/s Kafka hop break at 325/s)."""
     held, broke = found["highest_hold_per_s"], found["lowest_break_per_s"]
     assert held is not None and broke is not None, found["stderr"][-3000:]
-    assert abs(held - capacity) <= 0.1 * capacity < broke, found["stderr"][-3000:]
-    assert capacity < broke and Resolution(fraction=0.10).gap_ok(held, broke)
+    assert abs(held - capacity) <= 0.1 * capacity, found["stderr"][-3000:]
+    assert 0.9 * capacity < broke and Resolution(fraction=0.10).gap_ok(held, broke), found["why"]
 
 
 # Off the probe grid (200, 400, 800 and the bisection's midpoints): a capacity probed exactly
