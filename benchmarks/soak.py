@@ -10,7 +10,12 @@ what the run wrote itself:
   soak: <= 1 MiB per hour);
 - the sender's summary per step: achieved rate, lag p99 and max, collections inside the step;
 - the record files per side;
-- with analysis: its wall time, the peak RSS of its process tree, and the report's size.
+- with analysis: its wall time, the peak RSS of its process tree, and the report's size;
+- where the instruments' resident memory went (--maps-every-s): their /proc/PID/smaps read
+  every so often while the run goes on, RSS by kind (the brk heap, anonymous maps, files,
+  stacks) first and last after the first minute, and each mapping that grew by 256 KiB or more
+  between those two reads (a 64 MiB-aligned anonymous map is a glibc thread arena; a file is
+  a library's or a record file's pages): growth named, not guessed.
 
     .venv/bin/python benchmarks/soak.py --sut channel-imc --pace 2000:3600        # the hour
     .venv/bin/python benchmarks/soak.py --sut direct --pace 20000:600 --no-analyze
@@ -32,6 +37,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +95,111 @@ def ceiling_at_s(t_ns: np.ndarray, rss_bytes: np.ndarray) -> float:
     return float((t_ns[near[0]] - t_ns[0]) / NS_PER_S)
 
 
-def evbench(args: list[str], code: Path) -> tuple[int, float, int]:
+def evbench(args: list[str], code: Path, maps: MapWatch | None = None) -> tuple[int, float, int]:
     """`python -m evbench ARGS` in `code` (its output passed through): exit code, wall seconds
-    and the peak RSS of its process tree."""
+    and the peak RSS of its process tree; `maps` reads the instruments' smaps meanwhile."""
     started = time.perf_counter()
     process = psutil.Popen([sys.executable, "-m", "evbench", *args], cwd=code)
     peak = 0
     while process.poll() is None:
         peak = max(peak, _tree_rss(process))
+        if maps is not None:
+            maps.poll(process)
         time.sleep(0.5)
     return process.returncode, time.perf_counter() - started, peak
+
+
+KIB = 1024
+ARENA_ALIGN = 64 * MIB  # glibc's HEAP_MAX_SIZE on 64-bit: a thread arena starts aligned to it
+ROLES = {"loadgen": "sender", "receivers": "receiver"}
+
+
+def smaps_rss(text: str) -> dict[str, int]:
+    """RSS in bytes per mapping of a /proc/PID/smaps text, keyed `start perms path` (anonymous
+    maps have no path; the end is left out, as a heap that grows keeps its start)."""
+    found: dict[str, int] = {}
+    key = ""
+    for line in text.splitlines():
+        head, _, rest = line.partition(" ")
+        if "-" in head and not head.endswith(":"):
+            fields = line.split()
+            key = " ".join([fields[0].split("-")[0], fields[1], *fields[5:6]])
+            found[key] = 0
+        elif head == "Rss:":
+            found[key] = int(rest.split()[0]) * KIB
+    return found
+
+
+def map_kind(key: str) -> str:
+    """What a mapping is: the brk heap, a glibc thread arena, other anonymous memory (pymalloc's
+    arenas, large mallocs, Arrow's buffers), a stack, or a file's pages."""
+    start, _, rest = key.partition(" ")
+    path = rest.partition(" ")[2]
+    if path == "[heap]":
+        return "heap"
+    if path.startswith("[stack"):
+        return "stack"
+    if path.startswith("["):
+        return "kernel"  # [vdso], [vvar]
+    if path:
+        return "file"
+    return "thread arena" if int(start, 16) % ARENA_ALIGN == 0 else "anonymous"
+
+
+def by_kind(rss: dict[str, int]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for key, size in rss.items():
+        kind = map_kind(key)
+        totals[kind] = totals.get(kind, 0) + size
+    return totals
+
+
+@dataclass
+class MapWatch:
+    """The sender's and the receiver's smaps, read every `every_s` once the run is `settle_s`
+    old: the first read after settling and the latest, per role."""
+
+    every_s: float
+    settle_s: float
+    started: float = field(default_factory=time.monotonic)
+    next_at: float = 0.0
+    first: dict[str, tuple[float, dict[str, int]]] = field(default_factory=dict)
+    last: dict[str, tuple[float, dict[str, int]]] = field(default_factory=dict)
+
+    def poll(self, root: psutil.Process) -> None:
+        now = time.monotonic()
+        if now - self.started < self.settle_s or now < self.next_at:
+            return
+        self.next_at = now + self.every_s
+        with contextlib.suppress(psutil.Error):
+            for child in root.children(recursive=True):
+                with contextlib.suppress(psutil.Error, OSError):
+                    argv = child.cmdline()
+                    role = ROLES.get(argv[2]) if argv[1:2] == ["-m"] else None
+                    if role is not None:
+                        text = Path(f"/proc/{child.pid}/smaps").read_text()
+                        read = (now - self.started, smaps_rss(text))
+                        self.first.setdefault(role, read)
+                        self.last[role] = read
+
+    def report(self) -> None:
+        for role, (t0, first) in sorted(self.first.items()):
+            t1, last = self.last[role]
+            kinds0, kinds1 = by_kind(first), by_kind(last)
+            print(f"  {role} smaps at {t0:.0f} s and {t1:.0f} s, RSS by kind (MiB):")
+            for kind in sorted(set(kinds0) | set(kinds1)):
+                a, b = kinds0.get(kind, 0) / MIB, kinds1.get(kind, 0) / MIB
+                print(f"    {kind:<13} {a:8.2f} -> {b:8.2f}  ({b - a:+.2f})")
+            grew = sorted(
+                (
+                    (last[k] - first.get(k, 0), k)
+                    for k in last
+                    if last[k] - first.get(k, 0) >= 256 * KIB
+                ),
+                reverse=True,
+            )
+            for delta, key in grew[:12]:
+                print(f"    grew {delta / MIB:+6.2f} MiB  {map_kind(key):<12} {key}")
 
 
 def _tree_rss(process: psutil.Process) -> int:
@@ -199,6 +300,10 @@ def main() -> int:
     parser.add_argument("--runs-dir", type=Path, default=None, help="default: a new temp dir")
     parser.add_argument("--code", type=Path, default=REPO, help="the tree whose code runs")
     parser.add_argument(
+        "--maps-every-s", type=float, default=60.0,
+        help="read the instruments' /proc/PID/smaps this often after --settle-s (0: never)",
+    )  # fmt: skip
+    parser.add_argument(
         "--report", type=Path, default=None, metavar="SUT_DIR",
         help="only print the figures of a run made before (its system's directory)",
     )  # fmt: skip
@@ -213,8 +318,9 @@ def main() -> int:
     print(machine_line())
     print(f"code: {args.code.resolve()}; runs: {runs_dir}")
     run_args = ["run", "--sut", args.sut, "--pace", args.pace, "--no-analyze"]
+    maps = MapWatch(args.maps_every_s, args.settle_s) if args.maps_every_s > 0 else None
     code, wall_s, _ = evbench(
-        [*run_args, "--runs-dir", str(runs_dir), "--run-id", "soak"], args.code
+        [*run_args, "--runs-dir", str(runs_dir), "--run-id", "soak"], args.code, maps
     )
     print(f"evbench run: exit {code}, {wall_s:.1f} s")
     found = sorted(runs_dir.glob(f"soak-*/{args.sut}/run.json"))
@@ -223,6 +329,8 @@ def main() -> int:
         return 1
     sut_dir = found[0].parent
     report(sut_dir, args.settle_s)
+    if maps is not None:
+        maps.report()
     if not args.no_analyze:
         code, wall_s, peak = evbench(["analyze", str(sut_dir)], args.code)
         html = sut_dir / "analysis" / "report.html"
