@@ -134,6 +134,7 @@ def write_sut(root: Path, sut: str, scale: int, seed: int, steps=STEPS_1K_2K) ->
                         "ce_id": recv_ids,
                         "ce_type": np.full(m, "dev.evbench.measure"),
                         "ce_source": np.full(m, "bench"),
+                        "subscriber": np.full(m, "/"),
                     },
                     schema=recv_schema,
                 ),

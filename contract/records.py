@@ -23,6 +23,9 @@ class Field:
     # A storage hint: few distinct values, so Parquet dictionary-encodes the column. Encoding
     # unique columns (ids, timestamps) that way only costs time before falling back.
     low_cardinality: bool = False
+    # Added after runs were recorded: a file without the column reads as null in it, so a run
+    # recorded before still analyses (runtime.parquet.read_parts). Only a nullable field may be.
+    added_later: bool = False
 
 
 SENT_FIELDS: tuple[Field, ...] = (
@@ -79,6 +82,15 @@ RECEIVED_FIELDS: tuple[Field, ...] = (
     Field("ce_id", "string", True, "ce-id as delivered (intermediaries may rewrite it)"),
     Field("ce_type", "string", True, "ce-type as delivered", low_cardinality=True),
     Field("ce_source", "string", True, "ce-source as delivered", low_cardinality=True),
+    Field(
+        "subscriber",
+        "string",
+        True,
+        "the path it was delivered to: a subscription's or a trigger's own (fan-out), '/' for "
+        "one subscriber; null in runs recorded before fan-out (read as one subscriber)",
+        low_cardinality=True,
+        added_later=True,
+    ),
 )
 
 PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
@@ -180,6 +192,7 @@ class ReceivedRow(NamedTuple):
     ce_id: str | None
     ce_type: str | None
     ce_source: str | None
+    subscriber: str | None = None
 
 
 class ProcessSampleRow(NamedTuple):

@@ -198,3 +198,14 @@ def _structured(body: bytes) -> Identity:
         checked("type", doc["type"], MAX_ATTRIBUTE_CHARS),
         checked("source", doc["source"], MAX_ATTRIBUTE_CHARS),
     )
+
+
+# Subscriber paths a receiver remembers decoded: fan-out has one per subscription (tens); a
+# client inventing paths gets each decoded, never a table that grows per request.
+MAX_KNOWN_PATHS = 1024
+
+
+def subscriber_path(target: bytes) -> str:
+    """The subscriber a request target names: its path, query left out, as text Parquet can
+    hold (bytes that are not UTF-8 replaced, not refused: the event still arrived)."""
+    return target.split(b"?", 1)[0].decode("utf-8", "replace") or "/"

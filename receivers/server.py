@@ -21,7 +21,7 @@ from pathlib import Path
 from contract.receiverlines import ReceiverStats
 from contract.records import RECEIVED_FIELDS
 from receivers.connection import Connection
-from receivers.identify import identify
+from receivers.identify import MAX_KNOWN_PATHS, identify, subscriber_path
 from receivers.limits import Limits
 from receivers.metrics import ReceiverMetrics
 from receivers.state import ServerState
@@ -73,6 +73,7 @@ class Receiver:
         # Made now, not at the first scrape: loading the Prometheus client then would hold up
         # the loop, and so the stamps of the events arriving meanwhile, mid-run.
         self._metrics = ReceiverMetrics(self.state, lambda: len(self.writer.rows))
+        self._paths: dict[bytes, str] = {}  # request target -> subscriber path (_subscriber)
 
     def metrics_text(self) -> tuple[bytes, bytes]:
         """GET /metrics: the counters in Prometheus' text format, and its content type
@@ -102,8 +103,20 @@ class Receiver:
                 event.ce_id,
                 event.ce_type,
                 event.ce_source,
+                self._subscriber(conn.url_parts),
             )
         )
+
+    def _subscriber(self, url_parts: list[bytes]) -> str:
+        """The path a delivery came to (its subscription's, under fan-out), as recorded: known
+        paths from a small table, so the common case costs a lookup, not a decode per event."""
+        raw = url_parts[0] if len(url_parts) == 1 else b"".join(url_parts)
+        found = self._paths.get(raw)
+        if found is None:
+            found = subscriber_path(raw)
+            if len(self._paths) < MAX_KNOWN_PATHS:  # a client sending endless paths: decoded
+                self._paths[raw] = found
+        return found
 
     def records_dir(self) -> Path:
         return self.writer.directory

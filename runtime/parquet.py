@@ -333,7 +333,7 @@ def check_parts(directory: Path, fields: Sequence[Field]) -> list[Path]:
             f"{directory}: rolled files {first} and {second} hold the same parts (their rows "
             "would count twice): move one of them away"
         )
-    wanted = [f.name for f in fields]
+    wanted = [f.name for f in fields if not f.added_later]
 
     def check(path: Path) -> None:
         try:
@@ -349,16 +349,32 @@ def check_parts(directory: Path, fields: Sequence[Field]) -> list[Path]:
     return paths
 
 
+def present(path: Path | str, schema: pa.Schema) -> list[str]:
+    """The columns of `schema` a record file holds (one written before a field was added
+    lacks it: contract.records.Field.added_later)."""
+    names = set(pq.read_schema(path).names)
+    return [name for name in schema.names if name in names]
+
+
+def with_added(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` in `schema`'s columns and types, a column it lacks (a field added later) null."""
+    for at, field in enumerate(schema):
+        if field.name not in table.schema.names:
+            table = table.add_column(at, field, pa.nulls(table.num_rows, field.type))
+    table = table.select(schema.names)
+    return table if table.schema.types == schema.types else table.cast(schema)
+
+
 def read_parts(directory: Path, fields: Sequence[Field]) -> pa.Table:
     """Read every part file of one record directory; a bad file is named in the error."""
     schema = arrow_schema(fields)
     tables = []
     for path in check_parts(directory, fields):
         try:
-            table = pq.read_table(path, columns=schema.names)
+            table = pq.read_table(path, columns=present(path, schema))
         except (pa.ArrowException, OSError) as exc:
             raise RecordFileError(f"{path}: unreadable Parquet file ({exc})") from exc
-        tables.append(table.cast(schema))
+        tables.append(with_added(table, schema))
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)

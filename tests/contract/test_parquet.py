@@ -7,7 +7,7 @@ from runtime.parquet import PartWriter, read_parts
 
 
 def _row(event_id: object, received_ns: object = 1) -> tuple:
-    return (event_id, received_ns, "rx", 10, "ce", "t", "s")
+    return (event_id, received_ns, "rx", 10, "ce", "t", "s", "/")
 
 
 def test_unencodable_rows_go_to_quarantine_and_the_rest_is_written(tmp_path):

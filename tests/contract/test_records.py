@@ -9,6 +9,7 @@ from contract.records import (
     RECEIVED_FIELDS,
     ROW_TYPES,
     SENT_FIELDS,
+    ReceivedRow,
     SentRow,
 )
 from runtime.parquet import PartWriter, arrow_schema, part_files, read_parts
@@ -117,3 +118,19 @@ def test_missing_columns_are_named(tmp_path):
 
 def test_empty_directory_reads_as_empty_table(tmp_path):
     assert read_parts(tmp_path, RECEIVED_FIELDS).num_rows == 0
+
+
+def test_a_field_added_later_is_nullable_and_reads_null_from_older_files(tmp_path):
+    added = [f for fields in ROW_TYPES.values() for f in fields if f.added_later]
+    assert added and all(f.nullable for f in added)  # an older file has no value to give
+    # A received part written before fan-out: every column but `subscriber`.
+    older = [f for f in RECEIVED_FIELDS if f.name != "subscriber"]
+    row = {"event_id": "a", "received_ns": 5, "receiver": "rx", "payload_bytes": 8}
+    row |= {"ce_id": "a", "ce_type": "t", "ce_source": "s"}
+    pq.write_table(pa.Table.from_pylist([row], arrow_schema(older)), tmp_path / "old-0.parquet")
+    writer = PartWriter(tmp_path, RECEIVED_FIELDS, prefix="new")
+    writer.append(ReceivedRow("b", 6, "rx", 8, "b", "t", "s", "/subscribers/2"))
+    writer.flush()
+    rows = read_parts(tmp_path, RECEIVED_FIELDS).to_pylist()
+    assert {r["event_id"]: r["subscriber"] for r in rows} == {"a": None, "b": "/subscribers/2"}
+    assert read_parts(tmp_path, RECEIVED_FIELDS).schema == arrow_schema(RECEIVED_FIELDS)

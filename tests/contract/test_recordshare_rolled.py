@@ -11,7 +11,8 @@ from runtime.recordshare import PREFIX, listing, resolve
 
 def _rows(first: int, count: int) -> list[tuple]:
     return [
-        (f"e-{i}", 1_000 + i, "rx", 10, f"e-{i}", "t", "s") for i in range(first, first + count)
+        (f"e-{i}", 1_000 + i, "rx", 10, f"e-{i}", "t", "s", "/")
+        for i in range(first, first + count)
     ]
 
 

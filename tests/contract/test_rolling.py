@@ -29,7 +29,8 @@ from runtime.parquet import (
 
 def _rows(first: int, count: int) -> list[tuple]:
     return [
-        (f"e-{i}", 1_000 + i, "rx", 10, f"e-{i}", "t", "s") for i in range(first, first + count)
+        (f"e-{i}", 1_000 + i, "rx", 10, f"e-{i}", "t", "s", "/")
+        for i in range(first, first + count)
     ]
 
 
@@ -49,6 +50,7 @@ def test_a_writer_rolling_every_roll_s_leaves_few_files_and_every_row_once(tmp_p
     began = time.monotonic()
     # A flush every 20 ms (12x the parts of one a second) for 1.5 s and 60 parts at least.
     while writer.parts_written < 60 or time.monotonic() - began < 1.5:
+        assert time.monotonic() - began < 60, f"{writer.parts_written} parts in 60 s"
         writer.write(_rows(written, 7))
         written += 7
         time.sleep(0.02)

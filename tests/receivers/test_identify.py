@@ -11,6 +11,7 @@ from receivers.identify import (
     Malformed,
     identify,
     payload_event_id,
+    subscriber_path,
 )
 
 
@@ -92,3 +93,21 @@ def test_refuses_what_cannot_be_recorded(headers, body, reason):
 )
 def test_payload_id(body, expected):
     assert payload_event_id(body) == expected
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        (b"/", "/"),
+        (b"", "/"),  # nothing before the query: the root
+        (b"?x=1", "/"),
+        (b"/subscribers/3", "/subscribers/3"),
+        (b"/triggers/t-07?attempt=2&x=?", "/triggers/t-07"),
+        (b"/caf\xc3\xa9", "/caf\u00e9"),
+        (b"/bad\xff", "/bad\ufffd"),  # not UTF-8: recorded replaced, never refused
+    ],
+)
+def test_the_subscriber_is_the_request_path(target, expected):
+    found = subscriber_path(target)
+    assert found == expected
+    found.encode("utf-8")  # what Parquet will hold

@@ -64,7 +64,7 @@ def test_binary_and_structured_events_are_identified_and_recorded(receiver):
             "data": {"x": 1},
         }
         response = client.post(
-            receiver.url + "/any/path",
+            receiver.url + "/any/path?trigger=1",
             content=json.dumps(structured),
             headers={"content-type": "application/cloudevents+json"},
         )
@@ -91,6 +91,9 @@ def test_binary_and_structured_events_are_identified_and_recorded(receiver):
     assert rows["ev-1"]["payload_bytes"] == 8192
     assert rows["ev-1"]["ce_type"] == "dev.evbench.measure" and rows["ev-1"]["ce_source"] == "tests"
     assert rows["ev-4"]["ce_id"] == "ce-4" and rows["ev-4"]["receiver"] == "rx"
+    # Each delivery names its subscriber: the path it came to, without the query.
+    assert rows["ev-4"]["subscriber"] == "/any/path"
+    assert {rows[e]["subscriber"] for e in ("ev-1", "ev-2", "ev-3", "ev-5")} == {"/"}
     assert all(before_ns <= r["received_ns"] <= after_ns for r in rows.values())
 
 
