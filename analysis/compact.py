@@ -40,12 +40,12 @@ import pyarrow.parquet as pq
 from analysis.routing import SeqRanges, id_seqs, runs, seq_routes
 from contract.errors import RecordFileError
 from contract.records import RECEIVED_FIELDS, Field
-from runtime.parquet import arrow_schema, dictionary_columns
+from runtime.parquet import arrow_schema, dictionary_columns, with_added
 
 MANIFEST_KEY = b"evbench.parts"
 LAYOUT_KEY = b"evbench.layout"
 # A copy written by an earlier layout (a version other than this one) is compacted again.
-LAYOUT_VERSION = 5
+LAYOUT_VERSION = 6
 # received/ chunks carry, beside the contract's columns, the slot each id names (NO_ROUTE where
 # none: analysis.routing.id_seqs), parsed once here: a task then finds a delivery's sent event by
 # its slot rather than by a hash join of the ids (analysis.tasks).
@@ -55,7 +55,8 @@ ID_SEQ = pa.field("id_seq", pa.int64(), nullable=False)
 # the receiver's name, the CloudEvent attributes: ce_id is a second unique string per delivery)
 # only cost reading, encoding and writing again (measured on 8 M deliveries of the 30 M-event
 # step: their compaction took 2.6 s of CPU with every column, 2.3 s without).
-RECEIVED_KEPT = ("event_id", "received_ns")
+# `subscriber` names whose delivery it was, where a system fans out (analysis.fanout).
+RECEIVED_KEPT = ("event_id", "received_ns", "subscriber")
 # Rows of parts per chunk, about: a chunk is written in one bounded pass, and a directory that
 # grows (a run still going, records collected later) rewrites only its last chunks.
 CHUNK_ROWS = 1 << 22
@@ -325,8 +326,9 @@ def _read_ahead(parts: Sequence[Path], schema: pa.Schema) -> Iterator[pa.Table]:
     def read(unit: tuple[Path, int]) -> pa.Table:
         part, group = unit
         try:
-            found = pq.ParquetFile(part).read_row_group(group, columns=schema.names)
-            return found.cast(schema)
+            file = pq.ParquetFile(part)
+            held = [name for name in schema.names if name in file.schema_arrow.names]
+            return with_added(file.read_row_group(group, columns=held), schema)
         except (pa.ArrowException, OSError) as exc:
             raise RecordFileError(f"{part}: unreadable Parquet file ({exc})") from exc
 

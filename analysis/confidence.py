@@ -20,8 +20,7 @@ import fastdigest
 import numpy as np
 
 from analysis.digests import P9999_MIN_SAMPLES, quantile, tail_figures
-from contract.documents import TailDoc
-from contract.figures import IntervalDoc
+from contract.figures import IntervalDoc, TailDoc
 
 Z_95 = 1.959963984540054  # the two-sided 95 % normal quantile
 BETTER, WORSE, SAME = "better", "worse", "indistinguishable"

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from contract.documents import TailDoc
 from contract.errors import EvbenchError
+from contract.figures import TailDoc
 
 MAX_CENTROIDS = 3000
 # Exact top values kept per step: every quantile whose rank from the top falls inside them is

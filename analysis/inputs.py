@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from analysis import sentindex
 from analysis.compact import Copy, compact_received, holds
+from analysis.fanout import fanout_of
 from analysis.objectives import Objective
 from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
@@ -145,6 +146,9 @@ def compacted(inputs: SutInputs, slice_events: int = SLICE_EVENTS) -> SutInputs:
     seconds of reading on the driver, which `evbench analyze` spends while Spark starts. Where
     they cannot be written, nor can the analysis' own files beside them: said, and nothing is
     analysed."""
+    # A fan-out delivers each event once per subscriber: a slice of its events is as many
+    # deliveries as a slice of a system of one (analysis.fanout).
+    slice_events = max(1, slice_events // max(1, len(fanout_of(inputs.run))))
     if inputs.compacted and inputs.slice_events == slice_events:
         return inputs
     records = SutDir(inputs.path).analysis_records

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,8 @@ from pyspark.sql.types import StructType
 from analysis.compact import Copy
 from analysis.digests import cumulative_points, from_bytes, line_tasks, merged, merged_top
 from analysis.export import export_hdr, export_knative
+from analysis.fanout import fanout_of
+from analysis.fanout_summary import subscriber_docs
 from analysis.hdr import HDR_ROWS
 from analysis.inputs import (
     AnalyzeOptions,
@@ -106,6 +108,8 @@ def analyze(
             checked[key], opts, found.findings(key), (measured_offsets[key], applied[key])
         )
         doc["spectrum"] = spectrum_doc(found.findings(key).sketches)
+        if fanout := fanout_of(checked[key].run):
+            doc["subscribers"] = subscriber_docs(fanout, found.findings(key), doc, opts.thresholds)
         if opts.objectives:
             doc["objectives"] = judge_objectives(opts.objectives, doc)
         _write_sut(SutDir(path), key, found, doc)
@@ -128,6 +132,8 @@ class _Aggregates:
     e2e_points: dict[str, list[Row]]
     foreign_counts: dict[str, int]
     points: dict[str, pa.Table]  # bucketed events per SUT for the latency scatter
+    # A fan-out's: each subscriber's totals per step, by SUT key and subscriber number.
+    subscriber_totals: dict[str, dict[int, list[StepTotals]]] = field(default_factory=dict)
 
     def findings(self, key: str) -> SutFindings:
         """What the summary of SUT `key` reads."""
@@ -137,6 +143,7 @@ class _Aggregates:
             sketches={(m, st): d for (k, m, st), d in self.step_sketch.items() if k == key},
             e2e_points=self.e2e_points.get(key, []),
             seconds=self.metrics.get(key, []),
+            subscriber_totals=self.subscriber_totals.get(key, {}),
         )
 
 
@@ -160,6 +167,7 @@ def _aggregate(
             staging=str(staging),
             trim_ns=int(opts.trim_s * NS_PER_S),
             corrections=corrections,
+            fanout={key: fans for key, i in checked.items() if (fans := fanout_of(i.run))},
         )
         tasks = plan({key: _copies(inputs) for key, inputs in checked.items()})
         with _without_codegen(spark):
@@ -265,8 +273,9 @@ def from_steps(
     e2e_points = _by_sut(medians.to_pylist())
     has_metric = pc.is_valid(head.column("metric"))
     step_rows = pc.and_(pc.invert(per_second), pc.invert(has_metric))
-    steps = head.select(["sut", "step", "slice", "totals", "seconds", "points", "foreign"])
-    steps = steps.filter(step_rows)
+    columns = ["sut", "step", "slice", "totals", "seconds", "points", "foreign", "subscribers"]
+    steps = head.select(columns).filter(step_rows)
+    theirs: dict[tuple[str, int, int], list[StepTotals]] = {}
     names, numbers = steps.column("sut").to_pylist(), steps.column("step").to_pylist()
     parts = steps.column("slice").to_pylist()
     for i, (sut, step, part) in enumerate(zip(names, numbers, parts, strict=True)):
@@ -275,11 +284,16 @@ def from_steps(
             continue
         order.setdefault(sut, []).append((step, part))
         totals.setdefault((sut, step), []).append(steps.column("totals")[i].as_py())
+        for mine in steps.column("subscribers")[i].as_py() or ():
+            theirs.setdefault((sut, mine["number"], step), []).append(mine["totals"])
         seconds.setdefault(sut, []).extend(steps.column("seconds")[i].as_py())
         points.setdefault(sut, []).append(flat(steps.column("points").slice(i, 1)))
     by_sut: dict[str, list[StepTotals]] = {}
     for (sut, _), rows in sorted(totals.items()):
         by_sut.setdefault(sut, []).append(merged_totals(rows))
+    by_subscriber: dict[str, dict[int, list[StepTotals]]] = {}
+    for (sut, number, _), rows in sorted(theirs.items()):
+        by_subscriber.setdefault(sut, {}).setdefault(number, []).append(merged_totals(rows))
     digests = head.filter(pc.and_(pc.invert(per_second), has_metric))
     step_sketch, slice_digest = _sketches(digests, top_k or {})
     return _Aggregates(
@@ -292,6 +306,7 @@ def from_steps(
         e2e_points=e2e_points,
         foreign_counts=foreign,
         points={sut: merge_points(pa.concat_tables(rows)) for sut, rows in points.items()},
+        subscriber_totals=by_subscriber,
     )
 
 

@@ -41,9 +41,9 @@ from contract.documents import (
     RunDoc,
     StepSummaryDoc,
     SummaryDoc,
-    TailDoc,
     schedule_start_ns,
 )
+from contract.figures import TailDoc
 from contract.layout import SutDir, run_index_html
 from contract.units import NS_PER_MS
 from runtime.files import write_text_atomically
@@ -155,6 +155,37 @@ def _steps_table(steps: list[StepSummaryDoc]) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
+def _subscribers_html(summary: SummaryDoc) -> str:
+    """A fan-out's subscribers, each on its own deliveries (analysis.fanout_summary); the
+    system's figures above are their completion: an event counts as delivered once every
+    subscriber that takes it has it."""
+    subscribers = summary.get("subscribers")
+    if not subscribers:
+        return ""
+    counted = ("delivered", "lost", "duplicates", "filtered", "leaked")
+    head = "".join(f"<th>{c}</th>" for c in ("subscriber", "takes events", *counted))
+    head += "<th>e2e p99</th><th>e2e tail</th><th>steps</th>"
+    rows = []
+    for one in subscribers:
+        verdicts = ", ".join(f"{s['target_rate_per_s']}/s {s['verdict']}" for s in one["steps"])
+        broke = any(s["verdict"] == "breaks" for s in one["steps"])
+        rows.append(
+            f"<tr class='{'breaks' if broke else 'holds'}'><td class='text'>"
+            f"{html.escape(one['path'])}</td><td>{'yes' if one['matches'] else 'no'}</td>"
+            + "".join(f"<td>{cell(value)}</td>" for value in one["counts"].values())
+            + f"<td>{_figure('p99_e2e_ms', one['e2e_ms']['p99'])}</td>"
+            + f"<td>{html.escape(_latency_cell(one['e2e_ms']))}</td>"
+            + f"<td class='text'>{html.escape(verdicts)}</td></tr>"
+        )
+    return (
+        f"<h2>Subscribers ({len(subscribers)})</h2><p class='note'>Each event is expected once "
+        "at every subscriber that takes it. The system's figures are the events' completion: "
+        "delivered when every subscriber that takes it has it, end-to-end to the slowest of "
+        "them. Here each subscriber on its own deliveries, judged by the same step rule.</p>"
+        f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
 def _counts_table(summary: SummaryDoc) -> str:
     counts = summary["counts"]
     head = "".join(f"<th>{cell(k)}</th>" for k in counts)
@@ -256,6 +287,7 @@ def write_report(
         f"{html.escape(_latency_cell(summary['latency_ms']['e2e']))}</p>{trimmed}"
         + objectives_section(summary)
         + _counts_table(summary)
+        + _subscribers_html(summary)
         + figure_html(six, "six-series")
         + spectrum_section(summary)
         + "<p class='note'>The latency lines are cumulative, as in 2019: at each second, the "

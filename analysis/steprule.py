@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from analysis.digests import digest_rows, empty_tail, from_bytes, tail_figures
 from analysis.verdicts import StepFigures, slope_rise_ms
-from contract.documents import TailDoc
+from contract.figures import TailDoc
 from contract.units import NS_PER_MS, NS_PER_S
 from runtime.formulas import achieved_rate_per_s
 

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.digests import DIGEST_ARROW, TOP_K, digest_rows, write_per_second
+from analysis.fanout import Fanout, fanout_step
 from analysis.steprule import (
     LATE_AFTER_MS,
     Outcomes,
@@ -99,6 +100,8 @@ STEP_ARROW = pa.schema(
         ("seconds", pa.list_(SECOND_ARROW)),
         ("points", pa.list_(POINT_ARROW)),
         ("foreign", pa.int64()),
+        # A fan-out's: each subscriber's totals (analysis.fanout); null for one subscriber.
+        ("subscribers", pa.list_(pa.struct([("number", pa.int32()), ("totals", TOTALS_ARROW)]))),
     ]
 )
 
@@ -108,13 +111,15 @@ class StepContext:
     """What every step of a SUT shares, handed to the task rather than repeated in every row:
     its schedule start and point-bucket width, by SUT key; the directory the per-second digests
     are written to (analysis.digests.write_per_second); the leading window left out (`--trim`);
-    and each SUT's clock corrections by sender worker (analysis.tasks.on_sender_clock)."""
+    each SUT's clock corrections by sender worker (analysis.tasks.on_sender_clock); and the
+    subscribers of those that fan out (analysis.fanout)."""
 
     start_ns: Mapping[str, int]
     bucket_ns: Mapping[str, int]
     staging: str
     trim_ns: int = 0
     corrections: Mapping[str, Mapping[int, Correction]] = field(default_factory=dict)
+    fanout: Mapping[str, Fanout] = field(default_factory=dict)  # by SUT key, where it fans out
 
 
 def aggregate_step(
@@ -136,6 +141,10 @@ def aggregate_step(
     # rising latency) without its digest.
     e2e = pc.equal(digests.column("metric"), "e2e")
     digests = digests.filter(pc.or_(pc.invert(per_second), e2e))
+    subscribers = None
+    if fanout := context.fanout.get(sut, ()):
+        subscribers, theirs = fanout_step(table, fanout, sut, step, top_k)
+        digests = pa.concat_tables([digests, theirs])
     for name in ("digest", "centroids"):
         kept = pc.if_else(
             pc.is_valid(digests.column("second")),
@@ -150,6 +159,7 @@ def aggregate_step(
         totals=step_totals(table, flags),
         seconds=second_counts(table, flags, start_ns, latency["e2e_ms"]),
         points=point_buckets(table, latency, start_ns, context.bucket_ns[sut]),
+        subscribers=subscribers,
     )
     extras = [n for n in STEP_ARROW.names if n not in DIGEST_ARROW.names]
     for name in extras:
@@ -173,9 +183,11 @@ def _step_row(
     seconds: list[dict[str, Any]] | None = None,
     points: pa.StructArray | None = None,
     foreign: int = 0,
+    subscribers: list[dict[str, Any]] | None = None,
 ) -> pa.Table:
     values: dict[str, Any] = {name: [None] for name in STEP_ARROW.names}
     values.update(sut=[sut], step=[step], totals=[totals], seconds=[seconds], foreign=[foreign])
+    values["subscribers"] = [subscribers]
     values["slice"] = [part]
     if points is not None:  # one list of them, built from its arrays (thousands of buckets)
         offsets = pa.array([0, len(points)], pa.int32())

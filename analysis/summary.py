@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +51,11 @@ from contract.documents import (
     RunDoc,
     StepSummaryDoc,
     SummaryDoc,
-    TailDoc,
     receiver_stats,
     sender_summary,
 )
+from contract.fanout import SubscriberSummaryDoc
+from contract.figures import TailDoc
 from contract.units import NS_PER_MS
 from runtime.clocks import Correction
 from runtime.formulas import achieved_rate_per_s
@@ -82,6 +83,8 @@ class SutFindings:
     sketches: Mapping[tuple[str, int], Sketch]
     e2e_points: Sequence[Mapping[str, float]]
     seconds: Sequence[Mapping[str, Any]] = ()  # metrics.parquet's rows: counts per second
+    # A fan-out's: each subscriber's totals in step order, by its number (analysis.fanout).
+    subscriber_totals: Mapping[int, Sequence[StepTotals]] = field(default_factory=dict)
 
 
 def _trimmed(trim_s: float) -> str | None:
@@ -403,14 +406,19 @@ def headline(summary: SummaryDoc) -> str:
     """The line `evbench analyze` prints per SUT."""
     e2e = summary["latency_ms"]["e2e"]
     tail = "max" if e2e["p9999_is_max"] else "P99.99"
-    c = summary["counts"]
+    c, fans = summary["counts"], summary.get("subscribers", [])
     return (
         f"{summary['sut']}: {summary['verdict']}; e2e {tail} {latency_text(e2e['p9999'])} "
         f"(n={e2e['n']}); "
         f"sent {c['sent']}, send failures {c['send_failures']}, lost {c['lost']}, "
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
         + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
+        + (f"; {len(fans)} subscribers, lost at each: {_lost_at(fans)}" if fans else "")
     )
+
+
+def _lost_at(subscribers: Sequence[SubscriberSummaryDoc]) -> str:
+    return " ".join(str(s["counts"]["lost"]) for s in subscribers)
 
 
 def read_summary(path: Path) -> SummaryDoc:

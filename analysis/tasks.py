@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from analysis.compact import ID_SEQ, RECEIVED_KEPT, Copy
 from analysis.digests import TOP_K
+from analysis.fanout import Fanout, fanned
 from analysis.hdr import HDR_ROWS, METRICS, interval_rows
 from analysis.routing import NO_ROUTE
 from analysis.slices import index_of, step_of, top_count
@@ -38,7 +39,7 @@ from contract.errors import RecordFileError
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from contract.units import NS_PER_MS
 from runtime.clocks import Correction
-from runtime.parquet import arrow_schema
+from runtime.parquet import arrow_schema, with_added
 
 # What a task reads of each side: of sent/, from the parts (analysis.sentindex); of received/,
 # what its compacted chunks keep (analysis.compact).
@@ -184,8 +185,15 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     sent = sent_rows(task)
     received = read_rows(task.received, RECEIVED_COLUMNS)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
-    met = by_slot(sent, received) if task.keys and not task.whole else None
-    events, foreign = met if met is not None else by_id(sent, received)
+    sliced = bool(task.keys) and not task.whole
+    if fanout := context.fanout.get(task.sut, ()):
+        rows = slot_rows(sent, received) if sliced else None
+        events, foreign = fanned(
+            sent, received, id_rows(sent, received) if rows is None else rows, fanout
+        )
+    else:
+        met = by_slot(sent, received) if sliced else None
+        events, foreign = met if met is not None else by_id(sent, received)
     window_ns = context.start_ns[task.sut] + context.trim_ns if context.trim_ns > 0 else None
     events = measured(events, context.corrections.get(task.sut, {}), window_ns)
     # The group's key as the step pass reads it: one dictionary entry, not a string per row.
@@ -194,13 +202,20 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
 
 
 def files_events(
-    sent_parts: Sequence[str], received_parts: Sequence[str], corrections: Mapping[int, Correction]
+    sent_parts: Sequence[str],
+    received_parts: Sequence[str],
+    corrections: Mapping[int, Correction],
+    fanout: Fanout = (),
 ) -> pa.Table:
     """`counted_events` for whole record files rather than a task's row groups: a capacity
     probe's, which the search judges the moment it ends (evbench.probejudge), so that a probe
-    and the run's final analysis read its events alike, clock correction included."""
+    and the run's final analysis read its events alike, clock correction and fan-out included."""
     sent = read_rows(_whole(sent_parts), SENT_COLUMNS)
-    events, _ = by_id(sent, read_rows(_whole(received_parts), RECEIVED_KEPT))
+    received = read_rows(_whole(received_parts), RECEIVED_KEPT)
+    if fanout:
+        events, _ = fanned(sent, received, id_rows(sent, received), fanout)
+    else:
+        events, _ = by_id(sent, received)
     return measured(events, corrections)
 
 
@@ -210,7 +225,8 @@ def measured(
     """Sent events met with their deliveries, as the step rule reads them: `received_ns` on the
     sender's clock, the in-flight cap's refusals flagged, warmup out and, with `window_ns`,
     every event intended before it."""
-    events = _with(events, "received_ns", on_sender_clock(events, corrections))
+    for name in [n for n in events.column_names if n.startswith("received_ns")]:
+        events = _with(events, name, on_sender_clock(events, corrections, name))
     refused = pc.fill_null(pc.equal(events.column("error"), INFLIGHT_CAP_ERROR), False)
     events = _with(events, "inflight_cap_refused", refused)
     keep = pc.invert(events.column("warmup"))
@@ -305,6 +321,24 @@ def by_slot(sent: pa.Table, received: pa.Table) -> tuple[pa.Table, int] | None:
     there, with no hash table of ids (measured on a 1 M-event slice: 0.1 s against 1.0 s for the
     join, its grouping and the foreign check). None where two sent events share a slot or the
     slots are sparse (no evbench writer does either): the join then."""
+    row = slot_rows(sent, received)
+    if row is None:
+        return None
+    met = row >= 0
+    ids = received.column("event_id")
+    foreign = int(pc.count_distinct(ids.filter(pa.array(~met))).as_py() or 0)
+    deliveries = np.bincount(row[met], minlength=sent.num_rows)
+    first = np.full(sent.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, row[met], received.column("received_ns").to_numpy()[met])
+    received_ns = pa.array(first, mask=deliveries == 0)
+    events = sent.append_column("received_ns", received_ns)
+    return events.append_column("deliveries", pa.array(deliveries, pa.int64())), foreign
+
+
+def slot_rows(sent: pa.Table, received: pa.Table) -> np.ndarray | None:
+    """The sent row each delivery is of (-1: none, a foreign id), found by the slot its id
+    names (ID_SEQ) and checked by the id; None where the slots cannot index the sent rows (two
+    events in one slot, or sparse slots)."""
     seqs = sent.column("seq").to_numpy()
     if len(seqs) == 0:
         return None
@@ -321,14 +355,15 @@ def by_slot(sent: pa.Table, received: pa.Table) -> tuple[pa.Table, int] | None:
     row[inside] = at[slots[inside]]
     ids = received.column("event_id")
     same = pc.equal(ids, sent.column("event_id").take(pa.array(np.maximum(row, 0))))
-    met = (row >= 0) & np.asarray(same.fill_null(False), dtype=bool)
-    foreign = int(pc.count_distinct(ids.filter(pa.array(~met))).as_py() or 0)
-    deliveries = np.bincount(row[met], minlength=len(seqs))
-    first = np.full(len(seqs), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, row[met], received.column("received_ns").to_numpy()[met])
-    received_ns = pa.array(first, mask=deliveries == 0)
-    events = sent.append_column("received_ns", received_ns)
-    return events.append_column("deliveries", pa.array(deliveries, pa.int64())), foreign
+    row[~np.asarray(same.fill_null(False), dtype=bool)] = -1
+    return row
+
+
+def id_rows(sent: pa.Table, received: pa.Table) -> np.ndarray:
+    """The sent row each delivery is of (-1: none), by a hash of the ids: `slot_rows` where
+    the slots cannot say."""
+    found = pc.index_in(received.column("event_id"), value_set=sent.column("event_id"))
+    return np.asarray(found.fill_null(-1), dtype=np.int64)
 
 
 def first_deliveries(received: pa.Table) -> pa.Table:
@@ -339,13 +374,16 @@ def first_deliveries(received: pa.Table) -> pa.Table:
     return found.rename_columns(["event_id", "received_ns", "deliveries"])
 
 
-def on_sender_clock(events: pa.Table, corrections: Mapping[int, Correction]) -> pa.Array:
-    """`received_ns` moved onto the clock of the worker that sent the event: minus the
+def on_sender_clock(
+    events: pa.Table, corrections: Mapping[int, Correction], name: str = "received_ns"
+) -> pa.Array:
+    """`received_ns` (or a subscriber's, `name`) moved onto the clock of the worker that sent
+    the event: minus the
     receiver's offset to that worker at the event's intended time (runtime.clocks.Correction,
     linear between the two measurements); events of other workers keep the receiver's stamp.
     The offset is rounded half away from zero to whole ns before it is subtracted, so that no
     stamp goes through a double (which at epoch nanoseconds resolves only 256 ns)."""
-    received = events.column("received_ns")
+    received = events.column(name)
     if not corrections or events.num_rows == 0:
         return received
     stamps = received.fill_null(0).to_numpy().copy()
@@ -378,11 +416,12 @@ def read_rows(reads: Reads, columns: tuple[str, ...]) -> pa.Table:
     tables = []
     for path, groups in reads:
         try:
-            table = pq.ParquetFile(path).read_row_groups(
-                list(groups), columns=list(columns), use_threads=False
-            )
-            table = table.select(list(columns))
-            tables.append(table if table.schema.types == schema.types else table.cast(schema))
+            file = pq.ParquetFile(path)
+            # A raw part recorded before a column was added (contract.records.added_later)
+            # lacks it: read as null.
+            held = [name for name in columns if name in file.schema_arrow.names]
+            table = file.read_row_groups(list(groups), columns=held, use_threads=False)
+            tables.append(with_added(table, schema))
         except (pa.ArrowException, OSError) as exc:  # named here: it fails on an executor
             raise RecordFileError(f"{path}: unreadable as the analysis reads it ({exc})") from exc
     if not tables:

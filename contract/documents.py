@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type_hints, is_typeddict
 
 from contract.errors import EvbenchError
+from contract.fanout import SubscriberDoc, SubscriberSummaryDoc
 from contract.faults import FaultDoc
-from contract.figures import IntervalDoc, ObjectiveDoc, SpectrumPointDoc
+from contract.figures import IntervalDoc, ObjectiveDoc, SpectrumPointDoc, TailDoc
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.lines import SenderClock, renamed_keys
 from contract.receiverlines import ReceiverStats
@@ -109,6 +110,7 @@ class SutDescription(TypedDict, total=False):
     final_stats: dict[str, dict[str, int]]  # each role's stopped line's counters
     died: list[str]  # the roles whose processes exited during the run
     consumer_lag: ConsumerLagDescription  # a system on a topic: how its lag was sampled
+    subscribers: list[SubscriberDoc]  # a fan-out's, in order (contract.fanout); else absent
 
 
 class SutDeathDoc(TypedDict):
@@ -201,25 +203,6 @@ def receiver_stats(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # summary.json --------------------------------------------------------------------------------
-class TailDoc(TypedDict):
-    """Latency tail figures in ms (analysis.digests.tail_figures)."""
-
-    p50: float | None
-    p99: float | None
-    p999: float | None
-    p9999: float | None
-    max: float | None
-    n: int
-    p9999_is_max: bool
-    # The figures computed exactly, as order statistics of every sample (analysis.digests).
-    exact: list[str]
-    # For each figure not exact: the most its rank can be off, as a fraction of n (the weight
-    # of the digest's centroids around it); the true value lies between the order statistics
-    # at q - rank_error and q + rank_error.
-    rank_error: dict[str, float]
-    ci95: NotRequired[dict[str, IntervalDoc]]  # p99, p9999: how sure (analysis.confidence)
-
-
 class CountsDoc(TypedDict):
     sent: int
     scheduled: int
@@ -358,6 +341,7 @@ class SummaryDoc(TypedDict):
     repeat: NotRequired[RepeatDoc]  # run.json's: one of N repeats of the pace
     objectives: NotRequired[list[ObjectiveDoc]]  # --slo: each met or breached
     spectrum: NotRequired[dict[str, dict[str, list[SpectrumPointDoc]]]]  # metric -> line -> points
+    subscribers: NotRequired[list[SubscriberSummaryDoc]]  # a fan-out's, each on its own
 
 
 # reading --------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 objective as judged (`--slo`, analysis.objectives) and the percentile spectrum
 (analysis.spectrum)."""
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 MeasuredUnit = Literal["ms", "per_s", "events", "share"]
 
@@ -35,3 +35,22 @@ class IntervalDoc(TypedDict):
     hi_ms: float | None  # None: the upper rank is past the samples (no upper bound)
     exact: bool  # both ends exact order statistics (else the T-Digest's estimate at the rank)
     n: int  # the samples it is drawn from
+
+
+class TailDoc(TypedDict):
+    """Latency tail figures in ms (analysis.digests.tail_figures)."""
+
+    p50: float | None
+    p99: float | None
+    p999: float | None
+    p9999: float | None
+    max: float | None
+    n: int
+    p9999_is_max: bool
+    # The figures computed exactly, as order statistics of every sample (analysis.digests).
+    exact: list[str]
+    # For each figure not exact: the most its rank can be off, as a fraction of n (the weight
+    # of the digest's centroids around it); the true value lies between the order statistics
+    # at q - rank_error and q + rank_error.
+    rank_error: dict[str, float]
+    ci95: NotRequired[dict[str, IntervalDoc]]  # p99, p9999: how sure (analysis.confidence)

@@ -10,7 +10,7 @@ from typing import Any
 from contract.errors import EvbenchError
 from runtime.argtypes import http_url, port_number
 from runtime.parquet import record_roll_s
-from suts.flags import EXTEND, LAB_FLAGS, REPLACE
+from suts.flags import EXTEND, FLAG_ALIASES, LAB_FLAGS, REPLACE
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, driver_for, sut_help
 
 SUT_HELP = sut_help()
@@ -73,6 +73,7 @@ def add_lab_arguments(run: argparse.ArgumentParser, only: tuple[str, ...] | None
         metavar = kwargs.get("metavar", flag.removeprefix("--").upper().replace("-", "_"))
         lab.add_argument(
             flag,
+            *FLAG_ALIASES.get(name, ()),
             **{**kwargs, "help": help_text, "metavar": metavar},
             dest=_dest(name),
             default=None if kwargs.get("action") == "append" else default,
@@ -116,6 +117,9 @@ def check_system(args: argparse.Namespace, lab: LabSettings) -> None:
         raise EvbenchError(
             "--sut external needs --ingress URL, or --kafka-bootstrap HOST:PORT with --topic"
         )
+    for name in getattr(args, "sut", None) or LOCAL_SUTS:
+        if problem := driver_for(name).settings_problem(lab):
+            raise EvbenchError(problem)
     for flag, settings in (("--producer", lab.producer), ("--consumer", lab.consumer)):
         if problem := librdkafka_problem(flag, settings):
             raise EvbenchError(problem)

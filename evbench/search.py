@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 import httpx
 import pyarrow as pa
 
+from analysis.fanout import fanout_from
 from analysis.faultsteps import judged_by_recovery
 from analysis.tasks import files_events
 from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED
@@ -214,10 +215,12 @@ class _Search:
         if not new_sent:
             raise _InstrumentFailed(f"probe {step} left no sent records (see {sut_dir.logs})")
         new_received = sorted(set(part_files(sut_dir.received)) - before)
+        fans = session.sut.subscribers() if session.sut and self.opts.lab.fanout > 1 else []
         events = files_events(
             [str(p) for p in new_sent],
             [str(p) for p in new_received],
             corrections(self.probed, done),
+            fanout_from(fans),
         )
         return self._judge(probe, step, events, done, restarted, faults)
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from suts.cloudevents import parse_filter
+from suts.cloudevents import Filter, parse_filter, subscriber_filters
 from suts.flags import ComponentSettings, add_component_arguments, component_settings
 from suts.serving import Component, serve
+from suts.settings import LabSettings
 
 
 def _key_values(items: tuple[str, ...]) -> dict[str, str]:
@@ -21,6 +22,13 @@ def _key_values(items: tuple[str, ...]) -> dict[str, str]:
             raise ValueError(f"'{item}' is not KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
+
+
+def trigger_filters(subscribers: tuple[str, ...], lab: LabSettings) -> list[tuple[str, Filter]]:
+    """Each subscriber's filter (a trigger's; none matches nothing: suts.cloudevents)."""
+    if not subscribers:
+        raise ValueError("takes at least one --subscriber")
+    return subscriber_filters(subscribers, parse_filter(lab.trigger), lab.matching)
 
 
 def _one(subscribers: tuple[str, ...]) -> str:
@@ -51,7 +59,7 @@ def component_from(c: ComponentSettings) -> Component:
     if c.kind == "trigger-filter":
         from suts.broker import TriggerFilter
 
-        return TriggerFilter(_one(c.subscribers), parse_filter(lab.trigger), *delivery)
+        return TriggerFilter(trigger_filters(c.subscribers, lab), *delivery)
     if c.kind == "capacity":
         from suts.capacity import CapacityHop
 
@@ -69,9 +77,8 @@ def component_from(c: ComponentSettings) -> Component:
 
     return KafkaDispatcher(
         c.topic,
-        _one(c.subscribers),
+        trigger_filters(c.subscribers, lab),
         c.mode,
-        parse_filter(lab.trigger),
         _key_values(lab.consumer),
         *delivery,
         lab.max_pending,

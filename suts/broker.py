@@ -2,12 +2,14 @@
 
 - `BrokerIngress`: accepts an event, forwards it to the channel and answers with the channel's
   answer (so a full channel is a send failure the sender sees).
-- `TriggerFilter`: the channel's subscriber; passes events whose attributes match the trigger's
-  filter on to the trigger's subscriber and answers with its answer; drops the rest with 202,
-  counted as `filtered`.
+- `TriggerFilter`: the channel's subscriber, one process for every trigger; passes events whose
+  attributes match a trigger's filter on to that trigger's subscriber and answers with its
+  answer; drops the rest with 202, counted as `filtered`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aiohttp import web
 
@@ -42,20 +44,23 @@ class BrokerIngress(Component):
 
 
 class TriggerFilter(Component):
+    """Every trigger of the broker in one process, as Knative's filter serves them all: the
+    channel delivers each event once per trigger, at that trigger's path (suts.settings
+    .trigger_paths), and the trigger passes it on to its own subscriber when its filter
+    matches."""
+
     kind = "trigger-filter"
 
     def __init__(
         self,
-        subscriber: str,
-        event_filter: Filter,
+        triggers: Sequence[tuple[str, Filter]],
         concurrency: int,
         retries: int,
         backoff_ms: float,
         timeout_s: float,
     ) -> None:
         super().__init__()
-        self.subscriber = subscriber
-        self.event_filter = event_filter
+        self.triggers = list(triggers)  # (subscriber, filter), trigger 1 first
         self.deliverer = Deliverer(concurrency, retries, backoff_ms, timeout_s, self.stats)
 
     async def start(self) -> None:
@@ -65,13 +70,18 @@ class TriggerFilter(Component):
         await self.deliverer.close()
 
     def routes(self, app: web.Application) -> None:
-        app.router.add_post("/", self.dispatch)
+        app.router.add_post("/", self.dispatch)  # one trigger: the channel's only subscriber
+        app.router.add_post("/triggers/{number}", self.dispatch)
 
     async def dispatch(self, request: web.Request) -> web.Response:
+        number = request.match_info.get("number", "1")
+        if not number.isdigit() or not 1 <= int(number) <= len(self.triggers):
+            return web.Response(status=404, text=f"no trigger {number}\n")
+        subscriber, event_filter = self.triggers[int(number) - 1]
         body = await request.read()
         headers = forward_headers(request.headers)
-        if not matches(self.event_filter, filter_attributes(headers)):
+        if not matches(event_filter, filter_attributes(headers)):
             self.stats["filtered"] += 1
             return web.Response(status=202)
-        status = await self.deliverer.deliver(self.subscriber, headers, body)
+        status = await self.deliverer.deliver(subscriber, headers, body)
         return web.Response(status=status if status else 502)

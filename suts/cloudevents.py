@@ -8,7 +8,9 @@ and a trigger filter matches on attributes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+from suts.settings import NO_MATCH_TRIGGER, matching_count
 
 REQUIRED_ATTRIBUTES = ("specversion", "id", "source", "type")
 STRUCTURED_CONTENT_TYPE = "application/cloudevents+json"
@@ -119,3 +121,15 @@ def matches(event_filter: Filter, attributes: Mapping[str, str]) -> bool:
 def filter_attributes(headers: Mapping[str, str]) -> dict[str, str]:
     """Attributes from binary-mode headers, without validation (for filtering forwarded events)."""
     return {k[3:].lower(): v for k, v in headers.items() if k.lower().startswith("ce-")}
+
+
+def subscriber_filters(
+    subscribers: Sequence[str], trigger: Filter, matching: int | None
+) -> list[tuple[str, Filter]]:
+    """Each trigger's subscriber and filter: the first `matching` (all, when None) filter by
+    the run's trigger, the others by one that matches none of its events."""
+    taking = matching_count(len(subscribers), matching)
+    return [
+        (url, trigger if number <= taking else parse_filter(NO_MATCH_TRIGGER))
+        for number, url in enumerate(subscribers, start=1)
+    ]

@@ -30,11 +30,18 @@ import httpx
 
 from contract.documents import SutDescription
 from contract.errors import EvbenchError
+from contract.fanout import SubscriberDoc
 from contract.faults import LAB_FAULT_ACTIONS
 from contract.receiverlines import parse_component_line
 from runtime.procs import Child, die_with_parent_at_once
 from suts.flags import ComponentSettings
-from suts.settings import DEFAULT_TRIGGER, LabSettings
+from suts.settings import (
+    DEFAULT_TRIGGER,
+    LabSettings,
+    matching_count,
+    subscriber_paths,
+    subscriber_urls,
+)
 from suts.tansu import Tansu, create_topic
 
 BROKER_ROLE = "kafka"  # the lab's own broker among the system's processes
@@ -75,6 +82,9 @@ class Sut:
     # the other names a fault may give one (a channel-imc's queue and dispatcher are one process).
     roles: ClassVar[tuple[str, ...]] = ()
     aliases: ClassVar[dict[str, str]] = {}
+    # What a fan-out (LabSettings.fanout) is here: a channel's subscriptions, a broker's
+    # triggers; None where the lab's system delivers each event once.
+    fanout: ClassVar[str | None] = None
 
     def __init__(self, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
         self.settings = settings
@@ -90,6 +100,7 @@ class Sut:
         self.final_stats: dict[str, dict[str, int]] = {}
         self._stopped = False
         self.faulted: set[str] = set()  # roles down on purpose (a --fault): not deaths
+        self.subscriber = ""  # the receiver's URL, as start() was given it
 
     # what a driver decides
     def _start(self, subscriber: str) -> str:
@@ -100,8 +111,28 @@ class Sut:
         """A line for the user before the system starts, if they have something to do."""
         return None
 
+    @classmethod
+    def settings_problem(cls, settings: LabSettings) -> str | None:
+        """Why this system cannot run with these settings (None: it can): said before
+        anything starts, never as a system that failed."""
+        if settings.fanout > 1 and cls.fanout is None:
+            return (
+                f"--subscribers {settings.fanout}: {cls.name} delivers each event to one "
+                "subscriber; a channel, a broker or --sut external fans out"
+            )
+        if settings.matching is None:
+            return None
+        if cls.fanout != "triggers":
+            return f"--matching is for a broker's triggers: {cls.name} has none"
+        if settings.matching > settings.fanout:
+            return f"--matching {settings.matching} is more than the {settings.fanout} --triggers"
+        return None
+
     # lifecycle
     def start(self, subscriber: str) -> str:
+        if problem := self.settings_problem(self.settings):
+            raise EvbenchError(problem)
+        self.subscriber = subscriber
         try:
             return self._start(subscriber)
         except BaseException:
@@ -308,4 +339,18 @@ class Sut:
         }
         doc["readiness"] = self.readiness
         doc["final_stats"] = self.final_stats
+        if self.settings.fanout > 1:
+            doc["subscribers"] = self.subscribers()
         return doc
+
+    def subscribers(self) -> list[SubscriberDoc]:
+        """Each subscriber of a fan-out: its path at the receiver, its URL, and whether it
+        takes the run's events (a broker's first `matching` triggers do)."""
+        s = self.settings
+        taking = matching_count(s.fanout, s.matching)
+        paths = subscriber_paths(s.fanout)
+        urls = subscriber_urls(self.subscriber, s.fanout)
+        return [
+            {"path": path, "url": url, "matches": number <= taking}
+            for number, (path, url) in enumerate(zip(paths, urls, strict=True), start=1)
+        ]

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from contract.errors import EvbenchError
 from suts.driver import LabSettings, Sut
+from suts.settings import subscriber_urls, trigger_paths
 
 
 class Direct(Sut):
@@ -36,11 +37,11 @@ class ChannelImc(Sut):
         "dispatcher": "channel"
     }  # the queue and its dispatcher are one process
 
-    def _start(self, subscriber: str) -> str:
-        return self._channel("channel", subscriber)
+    fanout = "subscriptions"
 
-    def _channel(self, role: str, subscriber: str) -> str:
-        return self._component(role, "imc-channel", subscribers=(subscriber,))
+    def _start(self, subscriber: str) -> str:
+        urls = subscriber_urls(subscriber, self.settings.fanout)
+        return self._component("channel", "imc-channel", subscribers=urls)
 
 
 class BrokerImc(ChannelImc):
@@ -48,10 +49,15 @@ class BrokerImc(ChannelImc):
     summary = "broker ingress -> in-memory channel -> trigger filter -> receiver"
     topology = "sender -> broker-ingress -> imc-channel -> trigger-filter -> receiver"
     roles: ClassVar[tuple[str, ...]] = ("filter", "channel", "ingress")
+    fanout = "triggers"
 
     def _start(self, subscriber: str) -> str:
-        trigger = self._component("filter", "trigger-filter", subscribers=(subscriber,))
-        channel = self._channel("channel", trigger)
+        count = self.settings.fanout
+        urls = subscriber_urls(subscriber, count)
+        filters = self._component("filter", "trigger-filter", subscribers=urls)
+        # The channel's subscriptions: one per trigger, each at its path of the filter.
+        triggers = tuple(filters.rstrip("/") + path for path in trigger_paths(count))
+        channel = self._component("channel", "imc-channel", subscribers=triggers)
         return self._component("ingress", "broker-ingress", channel=channel)
 
 
@@ -71,7 +77,7 @@ class _KafkaSut(Sut):
             "dispatcher",
             "kafka-dispatcher",
             topic=self.topic,
-            subscribers=(subscriber,),
+            subscribers=subscriber_urls(subscriber, s.fanout),
             mode=self.dispatch_mode,
             lab=replace(
                 s, consumer=(*s.consumer, *joined), trigger=s.trigger if self.filters else ()
@@ -91,6 +97,7 @@ class ChannelKafka(_KafkaSut):
     name = "channel-kafka"
     summary = "HTTP ingress -> Kafka topic -> consumer-group dispatcher -> receiver"
     topology = "sender -> kafka-ingress -> topic -> kafka-dispatcher -> receiver"
+    fanout = "subscriptions"  # a consumer group each
 
 
 class BrokerKafka(_KafkaSut):
@@ -98,6 +105,7 @@ class BrokerKafka(_KafkaSut):
     summary = "as channel-kafka, with the trigger filter in the dispatcher"
     topology = "sender -> kafka-ingress -> topic -> kafka-dispatcher (trigger filter) -> receiver"
     filters = True
+    fanout = "triggers"  # a consumer group each
 
 
 class SourceKafka(_KafkaSut):
@@ -123,9 +131,17 @@ class External(Sut):
     topology = "sender -> your system -> receiver"
     local = False
     lab_processes = False
+    fanout = "subscriptions"
 
     def start_message(self, receiver_url: str) -> str | None:
-        return f"receiver listening at {receiver_url} : point your subscription there"
+        urls = subscriber_urls(receiver_url, self.settings.fanout)
+        if len(urls) == 1:
+            return f"receiver listening at {receiver_url} : point your subscription there"
+        listed = "\n".join(f"  {url}" for url in urls)
+        return (
+            f"receiver listening at {receiver_url} : point each of your {len(urls)} "
+            f"subscriptions (or triggers) at one of these, every one at its own:\n{listed}"
+        )
 
     def _start(self, subscriber: str) -> str:
         s = self.settings

@@ -148,6 +148,28 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
         REPLACE,
     ),
     (
+        "fanout",
+        "--subscribers",
+        dict(
+            type=at_least_one,
+            metavar="N",
+            help="deliveries per event, each to a path of its own at the receiver: a channel's "
+            "subscriptions, a broker's triggers (--triggers is the same flag)",
+        ),
+        None,
+    ),
+    (
+        "matching",
+        "--matching",
+        dict(
+            type=non_negative,
+            metavar="M",
+            help="brokers: of the --triggers, how many take the run's events; the others filter "
+            "every one out (counted as filtered, never lost) (default: all)",
+        ),
+        None,
+    ),
+    (
         "ready_timeout_s",
         "--ready-timeout",
         dict(
@@ -158,6 +180,9 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
         None,
     ),
 )
+
+# Other names a user may give a lab flag: a broker's subscriptions are its triggers.
+FLAG_ALIASES: dict[str, tuple[str, ...]] = {"fanout": ("--triggers",)}
 
 # (ComponentSettings field, flag, argparse keywords): what only a component has.
 COMPONENT_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -185,8 +210,8 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("channel",),
     ),
     "trigger-filter": (
-        "trigger filter in front of a subscriber",
-        ("subscribers", "trigger", *_DELIVERY),
+        "every trigger's filter, each in front of its subscriber (--subscriber per trigger)",
+        ("subscribers", "trigger", "matching", *_DELIVERY),
         ("subscribers",),
     ),
     "kafka-ingress": (
@@ -195,12 +220,13 @@ COMPONENTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("topic",),
     ),
     "kafka-dispatcher": (
-        "consumer-group dispatcher to an HTTP subscriber",
+        "consumer-group dispatcher to HTTP subscribers, a group per --subscriber",
         (
             "topic",
             "subscribers",
             "mode",
             "trigger",
+            "matching",
             "consumer",
             "max_pending",
             "commit_interval_s",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -95,16 +95,18 @@ def librdkafka_consumer_name(config: Mapping[str, str]) -> str:
 
 
 def consumed_family(
-    topic: str, consumer: str, consumed: Mapping[int, int], assigned: Iterable[int]
+    topic: str, consumers: Sequence[tuple[str, Mapping[int, int], Iterable[int]]]
 ) -> Metric:
-    """Records taken per partition; an assigned partition that gave none reads 0, as in
-    Knative's, and one taken from before a rebalance keeps its count."""
-    counts = dict.fromkeys(assigned, 0) | dict(consumed)
+    """Records taken per partition by each consumer (its name, its counts, its assigned
+    partitions); an assigned partition that gave none reads 0, as in Knative's, and one taken
+    from before a rebalance keeps its count."""
     family = GaugeMetricFamily(
         CONSUMED_METRIC, "Consumed Message Count", labels=["consumer", "partition", "topic"]
     )
-    for partition, value in sorted(counts.items()):
-        family.add_metric([consumer, str(partition), topic], value)
+    for consumer, consumed, assigned in consumers:
+        counts = dict.fromkeys(assigned, 0) | dict(consumed)
+        for partition, value in sorted(counts.items()):
+            family.add_metric([consumer, str(partition), topic], value)
     return family
 
 

@@ -43,7 +43,45 @@ class LabSettings:
         "enable.auto.commit=false",
     )
     trigger: tuple[str, ...] = DEFAULT_TRIGGER
+    # Fan-out: deliveries per event (a channel's subscriptions, a broker's triggers), each to a
+    # path of its own at the receiver (subscriber_paths); of a broker's triggers the first
+    # `matching` take the run's events and the others filter every one out (None: all take).
+    fanout: int = 1
+    matching: int | None = None
     kafka_bootstrap: str | None = None  # a real Kafka instead of a fresh Tansu
     ingress: str | None = None  # external: where the sender sends (HTTP)
     topic: str | None = None  # external: produce to this topic on --kafka-bootstrap
     ready_timeout_s: float = 120.0
+
+
+def subscriber_paths(fanout: int) -> tuple[str, ...]:
+    """The path at the receiver each subscription (or trigger) delivers to: `/` for one, as
+    before fan-out, `/subscriber-1` ... `/subscriber-N` for N; the received records name it
+    (`subscriber`), so every delivery is counted for its own subscriber."""
+    if fanout == 1:
+        return ("/",)
+    return tuple(f"/subscriber-{i}" for i in range(1, fanout + 1))
+
+
+def subscriber_urls(receiver_url: str, fanout: int) -> tuple[str, ...]:
+    """`subscriber_paths` at a receiver's base URL."""
+    base = receiver_url.rstrip("/")
+    return tuple(base + path for path in subscriber_paths(fanout))
+
+
+def matching_count(fanout: int, matching: int | None) -> int:
+    """How many of the subscribers take the run's events (the first ones)."""
+    return fanout if matching is None else matching
+
+
+# A trigger that takes none of the run's events (`matching` below `fanout`): no event evbench
+# sends has this type, so its filter drops every one, counted as `filtered`.
+NO_MATCH_TRIGGER = ("type=dev.evbench.matches-nothing",)
+
+
+def trigger_paths(fanout: int) -> tuple[str, ...]:
+    """Where the broker's channel delivers each trigger's copy at the one filter process (as
+    Knative's, one filter serves every trigger, by path): `/` for one trigger, as before."""
+    if fanout == 1:
+        return ("/",)
+    return tuple(f"/triggers/{i}" for i in range(1, fanout + 1))

@@ -97,7 +97,7 @@ def test_counters_and_gauges_carry_the_hop():
     ],
 )
 def test_consumed_per_partition_as_eventing_kafka_names_it(consumed, assigned, expected):
-    types, values = _read([consumed_family("t", "rdkafka#consumer-1", consumed, assigned)])
+    types, values = _read([consumed_family("t", [("rdkafka#consumer-1", consumed, assigned)])])
     if expected:
         assert types == {"eventing_kafka_consumed_msg_count": "gauge"}
     read = {}

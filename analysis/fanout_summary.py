@@ -1,0 +1,109 @@
+"""summary.json's `subscribers` (pure): each subscriber of a fan-out on its own deliveries, its
+counts, its end-to-end tail and each step judged by the same step rule as the system
+(analysis.summary.step_row), beside the system's own figures, which are the events' completion
+at every subscriber (analysis.fanout). Table-tested without Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from analysis.fanout import Fanout, metric_at
+from analysis.steprule import StepTails, StepTotals
+from analysis.summary import (
+    Sketch,
+    SutFindings,
+    baseline_e2e_p99_ms,
+    step_row,
+    whole_run,
+)
+from analysis.verdicts import Thresholds
+from contract.documents import StepSummaryDoc, SummaryDoc
+from contract.fanout import SubscriberCountsDoc, SubscriberStepDoc, SubscriberSummaryDoc
+
+
+def subscriber_docs(
+    fanout: Fanout, found: SutFindings, doc: SummaryDoc, thresholds: Thresholds
+) -> list[SubscriberSummaryDoc]:
+    """Each subscriber's entry, in run.json's order; `doc`: the system's summary, whose steps
+    say how long each ran."""
+    system_steps = {s["step"]: s for s in doc["steps"]}
+    return [
+        _subscriber(
+            number,
+            path,
+            takes,
+            found.subscriber_totals.get(number, ()),
+            _as_e2e(found.sketches, metric_at(number)),
+            system_steps,
+            thresholds,
+        )
+        for number, (path, takes) in enumerate(fanout, start=1)
+    ]
+
+
+def _as_e2e(
+    sketches: Mapping[tuple[str, int], Sketch], metric: str
+) -> dict[tuple[str, int], Sketch]:
+    """A subscriber's sketches as the step rule reads a system's: its own e2e digests under
+    `e2e`, the sender's lag (the same events) as it is."""
+    mine = {("e2e", step): sketch for (m, step), sketch in sketches.items() if m == metric}
+    return mine | {key: sketch for key, sketch in sketches.items() if key[0] == "sender_lag"}
+
+
+def _subscriber(
+    number: int,
+    path: str,
+    takes: bool,
+    totals: Sequence[StepTotals],
+    sketches: Mapping[tuple[str, int], Sketch],
+    system_steps: Mapping[int, StepSummaryDoc],
+    thresholds: Thresholds,
+) -> SubscriberSummaryDoc:
+    baseline = baseline_e2e_p99_ms(totals, sketches, thresholds.min_events)
+    steps = []
+    for total in totals:
+        system = system_steps.get(total["step"])
+        duration_s = system["duration_s"] if system else 1
+        step = {key: sketch for key, sketch in sketches.items() if key[1] == total["step"]}
+        tails = StepTails(
+            e2e=whole_run(step, "e2e"),
+            sender_lag=whole_run(step, "sender_lag"),
+            e2e_medians=(),  # no per-second digests per subscriber: the rise is the system's
+        )
+        ran_s = system.get("ran_s") if system else None
+        row, verdict = step_row(total, duration_s, tails, thresholds, baseline, ran_s)
+        steps.append(_step_doc(row, total, verdict.verdict, list(verdict.reasons)))
+    counts: SubscriberCountsDoc = {
+        "delivered": sum(t["delivered"] - t["leaked"] for t in totals),
+        "lost": sum(t["lost"] for t in totals),
+        "duplicates": sum(t["duplicates"] for t in totals),
+        "filtered": sum(t["filtered"] for t in totals),
+        "leaked": sum(t["leaked"] for t in totals),
+    }
+    return {
+        "number": number,
+        "path": path,
+        "matches": takes,
+        "counts": counts,
+        "e2e_ms": whole_run(sketches, "e2e"),
+        "steps": steps,
+    }
+
+
+def _step_doc(
+    row: StepSummaryDoc, total: StepTotals, verdict: str, reasons: list[str]
+) -> SubscriberStepDoc:
+    return {
+        "step": row["step"],
+        "target_rate_per_s": row["target_rate_per_s"],
+        "delivered_rate_per_s": row["delivered_rate_per_s"],
+        "lost": total["lost"],
+        "duplicates": total["duplicates"],
+        "filtered": total["filtered"],
+        "leaked": total["leaked"],
+        "p99_e2e_ms": row["p99_e2e_ms"],
+        "p9999_e2e_ms": row["p9999_e2e_ms"],
+        "e2e_n": row["e2e_n"],
+        "verdict": verdict,
+        "reasons": reasons,
+    }

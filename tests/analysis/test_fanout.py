@@ -1,0 +1,201 @@
+"""Fan-out accounting (analysis.fanout, analysis.fanout_summary): each event expected once at
+every subscriber that takes it; the system judged on each event's completion, every subscriber
+on its own deliveries. A hand-written table first, then a crafted run through Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from analysis.fanout import deliveries_at, fanned, received_at, subscriber_view
+from analysis.job import AnalyzeOptions, analyze
+from analysis.steprule import outcomes
+from analysis.tasks import id_rows, slot_rows
+from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
+from runtime.parquet import PartWriter, arrow_schema
+
+S, MS = 1_000_000_000, 1_000_000
+T0 = 1_760_000_000 * S
+FANOUT = (("/s1", True), ("/s2", True), ("/s3", False))
+
+
+def _sent(seq: int, decoy: bool = False, step: int = 1, rate: int = 100) -> SentRow:
+    t = T0 + seq * 10 * MS
+    return SentRow(f"x-0-{seq}", seq, step, False, decoy, rate, t, t, t + MS, 202, None, 0, 64)
+
+
+def _got(seq: int, at_ms: int, path: str | None) -> ReceivedRow:
+    eid = f"x-0-{seq}" if seq >= 0 else "zz"
+    return ReceivedRow(eid, T0 + at_ms * MS, "rx", 64, eid, "t", "s", path)
+
+
+SENT = [_sent(0), _sent(1), _sent(2), _sent(3, decoy=True)]
+RECEIVED = [
+    _got(0, 10, "/s1"), _got(0, 30, "/s2"), _got(0, 4, "/elsewhere"),  # complete at 30
+    _got(1, 5, "/s1"), _got(1, 7, "/s1"), _got(1, 6, "/s2"), _got(1, 8, "/s3"),  # at 6, a dup
+    _got(2, 9, "/s1"),  # never at /s2: lost
+    _got(3, 11, "/s3"),  # a decoy, leaked where it arrived
+    _got(-1, 12, "/s1"),  # foreign
+]  # fmt: skip
+# Per event: completion (ms or None), deliveries, and (first ms or None, count) per subscriber.
+EXPECTED = {
+    0: (30, 1, [(10, 1), (30, 1), (None, 0)]),
+    1: (6, 2, [(5, 2), (6, 1), (8, 1)]),
+    2: (None, 1, [(9, 1), (None, 0), (None, 0)]),
+    3: (11, 1, [(None, 0), (None, 0), (11, 1)]),
+}
+
+
+def _tables() -> tuple[pa.Table, pa.Table]:
+    sent = pa.Table.from_pylist([r._asdict() for r in SENT], arrow_schema(SENT_FIELDS))
+    received = pa.Table.from_pylist([r._asdict() for r in RECEIVED], arrow_schema(RECEIVED_FIELDS))
+    seqs = [int(r.event_id.rsplit("-", 1)[1]) if r.event_id != "zz" else -1 for r in RECEIVED]
+    return sent, received.append_column("id_seq", pa.array(seqs, pa.int64()))
+
+
+def _ms(value: int | None) -> int | None:
+    return None if value is None else (value - T0) // MS
+
+
+@pytest.mark.parametrize("meet", ["slots", "ids"])
+def test_each_event_is_complete_when_every_subscriber_that_takes_it_has_it(meet):
+    sent, received = _tables()
+    rows = slot_rows(sent, received) if meet == "slots" else id_rows(sent, received)
+    events, foreign = fanned(sent, received, rows, FANOUT)
+    assert foreign == 1
+    for seq, (complete_ms, deliveries, theirs) in EXPECTED.items():
+        row = events.slice(seq, 1).to_pylist()[0]
+        assert (_ms(row["received_ns"]), row["deliveries"]) == (complete_ms, deliveries), seq
+        for number, (first_ms, count) in enumerate(theirs, start=1):
+            got = (_ms(row[received_at(number)]), row[deliveries_at(number)])
+            assert got == (first_ms, count), (seq, number)
+    found = outcomes(events)
+    assert found["lost"].tolist() == [False, False, True, False]
+    assert found["duplicates"].tolist() == [0, 1, 0, 0]
+    assert found["leaked"].tolist() == [False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    "number, takes, lost, leaked, filtered",
+    [
+        (1, True, [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]),
+        (2, True, [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 1]),
+        # Takes none: every event a decoy there, none lost, each delivery a leak.
+        (3, False, [0, 0, 0, 0], [0, 1, 0, 1], [1, 0, 1, 0]),
+    ],
+)
+def test_each_subscriber_is_judged_on_its_own_deliveries(number, takes, lost, leaked, filtered):
+    sent, received = _tables()
+    events, _ = fanned(sent, received, slot_rows(sent, received), FANOUT)
+    found = outcomes(subscriber_view(events, number, takes))
+    assert found["lost"].astype(int).tolist() == lost
+    assert found["leaked"].astype(int).tolist() == leaked
+    assert found["filtered"].astype(int).tolist() == filtered
+
+
+# A crafted run through Spark: two steps at 200/s and 400/s, 10 s each, three subscribers, the
+# third taking nothing. In step 2 subscriber 2 loses every 10th event; subscriber 3 once leaks.
+STEPS = [(200, 10), (400, 10)]
+
+
+def _craft(root: Path, subscriber_column: bool = True) -> Path:
+    sut = root / "fan-x-p" / "channel-imc"
+    sent_w, recv_w = (
+        PartWriter(sut / "sent", SENT_FIELDS),
+        PartWriter(sut / "received", RECEIVED_FIELDS),
+    )
+    seq, offset = 0, 0
+    for number, (rate, seconds) in enumerate(STEPS, start=1):
+        for i in range(rate * seconds):
+            t = T0 + offset + i * S // rate
+            eid = f"x-0-{seq}"
+            sent_w.append(
+                SentRow(eid, seq, number, False, False, rate, t, t, t + MS, 202, None, 0, 64)
+            )
+            recv_w.append(ReceivedRow(eid, t + 3 * MS, "rx", 64, eid, "t", "s", "/subscriber-1"))
+            if not (number == 2 and i % 10 == 0):
+                recv_w.append(
+                    ReceivedRow(eid, t + 5 * MS, "rx", 64, eid, "t", "s", "/subscriber-2")
+                )
+            if number == 2 and i == 7:
+                recv_w.append(
+                    ReceivedRow(eid, t + 4 * MS, "rx", 64, eid, "t", "s", "/subscriber-3")
+                )
+            seq += 1
+        offset += (seconds + 1) * S
+    sent_w.flush()
+    recv_w.flush()
+    paths = ["/subscriber-1", "/subscriber-2", "/subscriber-3"]
+    subscribers = [
+        {"path": p, "url": f"http://r{p}", "matches": n < 3} for n, p in enumerate(paths, start=1)
+    ]
+    run = {
+        "run_id": "fan-x",
+        "sut": "channel-imc",
+        "status": "completed",
+        "pace": {"name": "p", "steps": [{"rate_per_s": r, "duration_s": d} for r, d in STEPS]},
+        "schedule": {"start_ns": T0},
+        "sut_settings": {"topology": "t", "subscribers": subscribers},
+    }
+    (sut / "run.json").write_text(json.dumps(run))
+    return sut
+
+
+def test_a_run_that_fans_out_is_judged_by_every_subscriber(spark, tmp_path):
+    (doc,) = analyze(spark, [_craft(tmp_path)], AnalyzeOptions())
+    lost = STEPS[1][0] * STEPS[1][1] // 10
+    events = sum(r * d for r, d in STEPS)
+    assert doc["counts"]["lost"] == lost and doc["counts"]["duplicates"] == 0
+    assert [s["verdict"] for s in doc["steps"]] == ["holds", "breaks"]
+    # The system's e2e is to the slowest subscriber: 5 ms (subscriber 2), never subscriber 1's 3.
+    assert doc["steps"][0]["p99_e2e_ms"] == pytest.approx(5.0, abs=0.01)
+    one, two, three = doc["subscribers"]
+    assert [s["path"] for s in (one, two, three)] == [
+        "/subscriber-1",
+        "/subscriber-2",
+        "/subscriber-3",
+    ]
+    assert one["counts"] == {
+        "delivered": events,
+        "lost": 0,
+        "duplicates": 0,
+        "filtered": 0,
+        "leaked": 0,
+    }
+    assert [s["verdict"] for s in one["steps"]] == ["holds", "holds"]
+    assert one["e2e_ms"]["p99"] == pytest.approx(3.0, abs=0.01) and one["e2e_ms"]["n"] == events
+    assert two["counts"]["lost"] == lost and two["counts"]["delivered"] == events - lost
+    assert [s["verdict"] for s in two["steps"]] == ["holds", "breaks"]
+    assert any("lost" in reason for reason in two["steps"][1]["reasons"])
+    # The third takes nothing: every event filtered there, the one it got a leak, none lost.
+    assert three["matches"] is False
+    assert three["counts"] == {
+        "delivered": 0,
+        "lost": 0,
+        "duplicates": 0,
+        "filtered": events - 1,
+        "leaked": 1,
+    }
+
+
+def test_a_run_of_one_subscriber_recorded_before_fan_out_reads_as_before(spark, tmp_path):
+    """Received parts without the `subscriber` column (a run recorded before fan-out) give the
+    summary the same parts with the column give."""
+    sut = _craft(tmp_path)
+    run = json.loads((sut / "run.json").read_text())
+    del run["sut_settings"]["subscribers"]  # one subscriber: every delivery counts for it
+    (sut / "run.json").write_text(json.dumps(run))
+    (with_column,) = analyze(spark, [sut], AnalyzeOptions())
+    for part in (sut / "received").glob("*.parquet"):
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(["subscriber"]), part)
+    (without,) = analyze(spark, [sut], AnalyzeOptions())
+    assert without == with_column
+    # Fan-out's deliveries at a system of one are duplicates, as they always were.
+    assert without["counts"]["duplicates"] > 0 and "subscribers" not in without
+    assert np.isfinite(without["latency_ms"]["e2e"]["p99"])
