@@ -17,14 +17,14 @@ every event is a decoy, so none is lost there and each delivery is a leak.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.digests import digest_rows
-from analysis.steprule import flags, latencies, outcomes, step_totals
+from analysis.steprule import StepTotals, flags, latencies, outcomes, step_totals
 from contract.documents import RunDoc
 from contract.fanout import SubscriberDoc
 
@@ -44,6 +44,18 @@ def fanout_from(subscribers: Sequence[SubscriberDoc]) -> Fanout:
     return tuple((s["path"], bool(s["matches"])) for s in subscribers)
 
 
+def silent_subscribers(
+    fanout: Fanout, totals: Mapping[int, Sequence[StepTotals]]
+) -> tuple[str, ...]:
+    """The subscribers that take the run's events yet got none of them (`totals`: each one's
+    per step, by number)."""
+    return tuple(
+        path
+        for number, (path, takes) in enumerate(fanout, start=1)
+        if takes and not any(t["delivered"] for t in totals.get(number, ()))
+    )
+
+
 def received_at(number: int) -> str:
     """The events' column of subscriber `number`'s first delivery (from 1)."""
     return f"received_ns@{number}"
@@ -60,10 +72,12 @@ def metric_at(number: int) -> str:
 
 def fanned(
     sent: pa.Table, received: pa.Table, rows: np.ndarray, fanout: Fanout
-) -> tuple[pa.Table, int]:
+) -> tuple[pa.Table, int, int]:
     """The sent events with their completion (`received_ns`, null when not complete, and
-    `deliveries`, as analysis.steprule reads them) and each subscriber's columns; and how many
-    distinct ids were received but never sent. `rows`: each delivery's sent row (-1: none)."""
+    `deliveries`, as analysis.steprule reads them) and each subscriber's columns; how many
+    distinct ids were received but never sent; and how many deliveries of sent events came to
+    a path no subscriber has (a subscription pointed at the wrong URL: analysis.verdicts).
+    `rows`: each delivery's sent row (-1: none)."""
     count = sent.num_rows
     met = rows >= 0
     foreign = int(pc.count_distinct(received.column("event_id").filter(pa.array(~met))).as_py())
@@ -102,7 +116,8 @@ def fanned(
     missing = np.where(decoy, anywhere == _NEVER, ~complete)
     deliveries = np.where(decoy, total, np.where(reached, 1 + extra, 0))
     events = events.append_column("received_ns", pa.array(received_ns, mask=missing))
-    return events.append_column("deliveries", pa.array(deliveries, pa.int64())), foreign
+    events = events.append_column("deliveries", pa.array(deliveries, pa.int64()))
+    return events, foreign, int(stray.sum())
 
 
 def subscriber_view(table: pa.Table, number: int, takes: bool) -> pa.Table:

@@ -134,6 +134,7 @@ class _Aggregates:
     points: dict[str, pa.Table]  # bucketed events per SUT for the latency scatter
     # A fan-out's: each subscriber's totals per step, by SUT key and subscriber number.
     subscriber_totals: dict[str, dict[int, list[StepTotals]]] = field(default_factory=dict)
+    stray_counts: dict[str, int] = field(default_factory=dict)  # to no subscriber's path
 
     def findings(self, key: str) -> SutFindings:
         """What the summary of SUT `key` reads."""
@@ -144,6 +145,7 @@ class _Aggregates:
             e2e_points=self.e2e_points.get(key, []),
             seconds=self.metrics.get(key, []),
             subscriber_totals=self.subscriber_totals.get(key, {}),
+            strays=self.stray_counts.get(key, 0),
         )
 
 
@@ -273,7 +275,10 @@ def from_steps(
     e2e_points = _by_sut(medians.to_pylist())
     has_metric = pc.is_valid(head.column("metric"))
     step_rows = pc.and_(pc.invert(per_second), pc.invert(has_metric))
-    columns = ["sut", "step", "slice", "totals", "seconds", "points", "foreign", "subscribers"]
+    columns = [
+        "sut", "step", "slice", "totals", "seconds", "points", "foreign", "subscribers", "strays"
+    ]  # fmt: skip
+    strays: dict[str, int] = {}
     steps = head.select(columns).filter(step_rows)
     theirs: dict[tuple[str, int, int], list[StepTotals]] = {}
     names, numbers = steps.column("sut").to_pylist(), steps.column("step").to_pylist()
@@ -281,6 +286,7 @@ def from_steps(
     for i, (sut, step, part) in enumerate(zip(names, numbers, parts, strict=True)):
         if step is None:  # each task's count of its foreign deliveries
             foreign[sut] = foreign.get(sut, 0) + steps.column("foreign")[i].as_py()
+            strays[sut] = strays.get(sut, 0) + (steps.column("strays")[i].as_py() or 0)
             continue
         order.setdefault(sut, []).append((step, part))
         totals.setdefault((sut, step), []).append(steps.column("totals")[i].as_py())
@@ -307,6 +313,7 @@ def from_steps(
         foreign_counts=foreign,
         points={sut: merge_points(pa.concat_tables(rows)) for sut, rows in points.items()},
         subscriber_totals=by_subscriber,
+        stray_counts=strays,
     )
 
 

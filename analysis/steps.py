@@ -102,6 +102,7 @@ STEP_ARROW = pa.schema(
         ("foreign", pa.int64()),
         # A fan-out's: each subscriber's totals (analysis.fanout); null for one subscriber.
         ("subscribers", pa.list_(pa.struct([("number", pa.int32()), ("totals", TOTALS_ARROW)]))),
+        ("strays", pa.int64()),  # a fan-out's deliveries to no subscriber's path (foreign row)
     ]
 )
 
@@ -169,10 +170,11 @@ def aggregate_step(
     return pa.concat_tables([digests, row])
 
 
-def foreign_row(sut: str, foreign: int) -> pa.Table:
-    """The row that carries a count of foreign deliveries (ids received, never sent): the
-    driver adds up a SUT's."""
-    return _step_row(sut, None, None, foreign=foreign)
+def foreign_row(sut: str, foreign: int, strays: int = 0) -> pa.Table:
+    """The row that carries a count of foreign deliveries (ids received, never sent) and of a
+    fan-out's deliveries to no subscriber's path: the driver adds up a SUT's."""
+    row = _step_row(sut, None, None, foreign=foreign)
+    return row.set_column(row.schema.get_field_index("strays"), "strays", pa.array([strays]))
 
 
 def _step_row(

@@ -19,6 +19,7 @@ from analysis.confidence import with_intervals
 from analysis.deaths import after_deaths, deaths_text, run_deaths
 from analysis.digests import empty_tail, union_sketch
 from analysis.drift import drift_of
+from analysis.fanout import fanout_of, silent_subscribers
 from analysis.faultsteps import (
     FAULTED,
     after_faults,
@@ -54,7 +55,6 @@ from contract.documents import (
     receiver_stats,
     sender_summary,
 )
-from contract.fanout import SubscriberSummaryDoc
 from contract.figures import TailDoc
 from contract.units import NS_PER_MS
 from runtime.clocks import Correction
@@ -85,6 +85,7 @@ class SutFindings:
     seconds: Sequence[Mapping[str, Any]] = ()  # metrics.parquet's rows: counts per second
     # A fan-out's: each subscriber's totals in step order, by its number (analysis.fanout).
     subscriber_totals: Mapping[int, Sequence[StepTotals]] = field(default_factory=dict)
+    strays: int = 0  # a fan-out's deliveries to a path no subscriber has
 
 
 def _trimmed(trim_s: float) -> str | None:
@@ -103,7 +104,7 @@ def summary(
     """summary.json: the measured offsets and those applied are `clocks`."""
     run = inputs.run
     counts = _counts(found.totals, found.foreign)
-    failures = instrument_failures(evidence(inputs, counts))
+    failures = instrument_failures(evidence(inputs, counts, found))
     faults, by_step = run.get("faults") or [], {t["step"]: t for t in found.totals}
     steps, verdicts = _judged_steps(run, found, opts.thresholds, failures, faulted_steps(faults))
     deaths = run_deaths(run, found.totals, inputs.start_ns)
@@ -359,10 +360,12 @@ def _counts(totals: Sequence[StepTotals], foreign: int) -> CountsDoc:
     }
 
 
-def evidence(inputs: SutInputs, counts: CountsDoc) -> InstrumentEvidence:
+def evidence(inputs: SutInputs, counts: CountsDoc, found: SutFindings) -> InstrumentEvidence:
     """What says whether the instruments worked: run.json's account, the files, the counts."""
     run = inputs.run
     sender, receiver = sender_summary(run), receiver_stats(run)
+    silent = silent_subscribers(fanout_of(run), found.subscriber_totals)
+    subscribers_got = sum(t["delivered"] for ts in found.subscriber_totals.values() for t in ts)
     return InstrumentEvidence(
         run_status=run.get("status"),
         recorded_failures=tuple(run.get("instrument_failures") or ()),
@@ -372,11 +375,14 @@ def evidence(inputs: SutInputs, counts: CountsDoc) -> InstrumentEvidence:
         receiver_reported_received=receiver.get("received"),
         acked=counts["acked"],
         acked_decoys=counts["filtered"] + counts["leaked"],
-        deliveries=counts["received"] + counts["foreign"],
+        # Under fan-out, any subscriber's delivery (or one astray) is one, complete or not.
+        deliveries=counts["received"] + counts["foreign"] + found.strays + subscribers_got,
         direct=run.get("sut") == "direct",
         sut_processes_died=bool((run.get("sut_settings") or {}).get("died")),
         receiver_delivery_attempts=delivery_attempts(receiver) if receiver else None,
         receiver_url=run["receiver"].get("url") if "receiver" in run else None,
+        stray_deliveries=found.strays,
+        silent_subscribers=silent,
     )
 
 
@@ -407,18 +413,15 @@ def headline(summary: SummaryDoc) -> str:
     e2e = summary["latency_ms"]["e2e"]
     tail = "max" if e2e["p9999_is_max"] else "P99.99"
     c, fans = summary["counts"], summary.get("subscribers", [])
+    lost = [str(s["counts"]["lost"]) for s in fans]
     return (
         f"{summary['sut']}: {summary['verdict']}; e2e {tail} {latency_text(e2e['p9999'])} "
         f"(n={e2e['n']}); "
         f"sent {c['sent']}, send failures {c['send_failures']}, lost {c['lost']}, "
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
         + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
-        + (f"; {len(fans)} subscribers, lost at each: {_lost_at(fans)}" if fans else "")
+        + (f"; {len(fans)} subscribers, lost at each: {' '.join(lost)}" if fans else "")
     )
-
-
-def _lost_at(subscribers: Sequence[SubscriberSummaryDoc]) -> str:
-    return " ".join(str(s["counts"]["lost"]) for s in subscribers)
 
 
 def read_summary(path: Path) -> SummaryDoc:

@@ -170,25 +170,26 @@ def binned(tasks: Sequence[StepTask], slots: int) -> list[list[StepTask]]:
 def run(task: StepTask, context: StepContext) -> pa.Table:
     """A task's STEP_ARROW rows: its slice's aggregates (or, read whole, each step's) from
     `analysis.steps`, and a row carrying the count of its foreign deliveries."""
-    events, foreign = counted_events(task, context)
-    parts = [foreign_row(task.sut, foreign)]
+    events, foreign, strays = counted_events(task, context)
+    parts = [foreign_row(task.sut, foreign, strays)]
     part = WHOLE if task.whole or not task.keys else index_of(task.keys[0])
     for table in by_step(events):
         parts.append(aggregate_step(table, context=context, part=part, top_k=task.top_k))
     return pa.concat_tables(parts).cast(STEP_ARROW)
 
 
-def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]:
+def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int, int]:
     """The task's measured events (warmup out, the first `trim` seconds out) with their first
     delivery on the sender's clock (`received_ns`, null when none) and `deliveries`, as
-    analysis.steprule reads them; and how many distinct ids were received but never sent."""
+    analysis.steprule reads them; how many distinct ids were received but never sent; and, in
+    a fan-out, how many deliveries came to a path no subscriber has (analysis.fanout)."""
     sent = sent_rows(task)
     received = read_rows(task.received, RECEIVED_COLUMNS)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
-    sliced = bool(task.keys) and not task.whole
+    sliced, strays = bool(task.keys) and not task.whole, 0
     if fanout := context.fanout.get(task.sut, ()):
         rows = slot_rows(sent, received) if sliced else None
-        events, foreign = fanned(
+        events, foreign, strays = fanned(
             sent, received, id_rows(sent, received) if rows is None else rows, fanout
         )
     else:
@@ -198,7 +199,8 @@ def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int]
     events = measured(events, context.corrections.get(task.sut, {}), window_ns)
     # The group's key as the step pass reads it: one dictionary entry, not a string per row.
     codes = pa.array(np.zeros(events.num_rows, np.int32))
-    return _with(events, "sut", pa.DictionaryArray.from_arrays(codes, [task.sut])), foreign
+    sut = pa.DictionaryArray.from_arrays(codes, [task.sut])
+    return _with(events, "sut", sut), foreign, strays
 
 
 def files_events(
@@ -213,7 +215,7 @@ def files_events(
     sent = read_rows(_whole(sent_parts), SENT_COLUMNS)
     received = read_rows(_whole(received_parts), RECEIVED_KEPT)
     if fanout:
-        events, _ = fanned(sent, received, id_rows(sent, received), fanout)
+        events, _, _ = fanned(sent, received, id_rows(sent, received), fanout)
     else:
         events, _ = by_id(sent, received)
     return measured(events, corrections)
@@ -272,7 +274,7 @@ def rule_events(task: StepTask, context: StepContext) -> pa.Table:
     """The task's measured events, each with its outcomes and `<latency>_ms` (RULE_EVENTS_ARROW),
     for the 2019 export, which plots every event. Derived by the step rule itself
     (analysis.steprule), so the export and the summary cannot disagree."""
-    events, _ = counted_events(task, context)
+    events, _, _ = counted_events(task, context)
     found = outcomes(events)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {
         name: events.column(name) for name in RULE_EVENTS_ARROW.names if name in events.schema.names
@@ -288,7 +290,7 @@ def hdr_rows(task: StepTask, context: StepContext) -> pa.Table:
     """The task's e2e and publish latencies as HdrHistogram intervals (analysis.hdr.HDR_ROWS):
     a histogram per second and step, from the step rule's own latencies, so the export and
     the summary cannot disagree. A slice holds whole seconds, so no interval is split."""
-    events, _ = counted_events(task, context)
+    events, _, _ = counted_events(task, context)
     found = latencies(events, outcomes(events)["ok"], METRICS)
     seconds = seconds_since(ints(events, "intended_ns"), context.start_ns[task.sut])
     steps = ints(events, "step")

@@ -290,11 +290,22 @@ class InstrumentEvidence:
     # said: its control plane (stats, clock, health) does not count.
     receiver_delivery_attempts: int | None = None
     receiver_url: str | None = None  # where the system was to deliver, if run.json says
+    # A fan-out's deliveries to a path no subscriber has, and its subscribers that take the
+    # run's events yet got none (analysis.fanout): together, a subscription wired wrong.
+    stray_deliveries: int = 0
+    silent_subscribers: tuple[str, ...] = ()
 
 
 def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
     """Why the instruments cannot be trusted for this run; empty when they can."""
     found = list(e.recorded_failures)
+    if e.stray_deliveries and e.silent_subscribers:
+        found.append(
+            f"nothing came to {', '.join(e.silent_subscribers)} although {e.stray_deliveries} "
+            "deliveries came to paths no subscriber has: a subscription wired to the wrong "
+            "URL, not the system's collapse; point each at its own (run.json's "
+            "sut_settings.subscribers)"
+        )
     if e.run_status == "running":
         found.append(
             "the run never finished: evbench run stopped before writing its final run.json"

@@ -66,8 +66,8 @@ def _ms(value: int | None) -> int | None:
 def test_each_event_is_complete_when_every_subscriber_that_takes_it_has_it(meet):
     sent, received = _tables()
     rows = slot_rows(sent, received) if meet == "slots" else id_rows(sent, received)
-    events, foreign = fanned(sent, received, rows, FANOUT)
-    assert foreign == 1
+    events, foreign, strays = fanned(sent, received, rows, FANOUT)
+    assert (foreign, strays) == (1, 1)  # zz; x-0-0 at /elsewhere
     for seq, (complete_ms, deliveries, theirs) in EXPECTED.items():
         row = events.slice(seq, 1).to_pylist()[0]
         assert (_ms(row["received_ns"]), row["deliveries"]) == (complete_ms, deliveries), seq
@@ -91,7 +91,7 @@ def test_each_event_is_complete_when_every_subscriber_that_takes_it_has_it(meet)
 )
 def test_each_subscriber_is_judged_on_its_own_deliveries(number, takes, lost, leaked, filtered):
     sent, received = _tables()
-    events, _ = fanned(sent, received, slot_rows(sent, received), FANOUT)
+    events, _, _ = fanned(sent, received, slot_rows(sent, received), FANOUT)
     found = outcomes(subscriber_view(events, number, takes))
     assert found["lost"].astype(int).tolist() == lost
     assert found["leaked"].astype(int).tolist() == leaked
@@ -103,7 +103,7 @@ def test_each_subscriber_is_judged_on_its_own_deliveries(number, takes, lost, le
 STEPS = [(200, 10), (400, 10)]
 
 
-def _craft(root: Path, subscriber_column: bool = True) -> Path:
+def _craft(root: Path, second: str = "/subscriber-2") -> Path:
     sut = root / "fan-x-p" / "channel-imc"
     sent_w, recv_w = (
         PartWriter(sut / "sent", SENT_FIELDS),
@@ -119,9 +119,7 @@ def _craft(root: Path, subscriber_column: bool = True) -> Path:
             )
             recv_w.append(ReceivedRow(eid, t + 3 * MS, "rx", 64, eid, "t", "s", "/subscriber-1"))
             if not (number == 2 and i % 10 == 0):
-                recv_w.append(
-                    ReceivedRow(eid, t + 5 * MS, "rx", 64, eid, "t", "s", "/subscriber-2")
-                )
+                recv_w.append(ReceivedRow(eid, t + 5 * MS, "rx", 64, eid, "t", "s", second))
             if number == 2 and i == 7:
                 recv_w.append(
                     ReceivedRow(eid, t + 4 * MS, "rx", 64, eid, "t", "s", "/subscriber-3")
@@ -199,3 +197,13 @@ def test_a_run_of_one_subscriber_recorded_before_fan_out_reads_as_before(spark, 
     # Fan-out's deliveries at a system of one are duplicates, as they always were.
     assert without["counts"]["duplicates"] > 0 and "subscribers" not in without
     assert np.isfinite(without["latency_ms"]["e2e"]["p99"])
+
+
+def test_a_subscription_wired_to_the_wrong_path_is_named_not_judged(spark, tmp_path):
+    """Subscriber 2's subscription points at a path the run never gave out: its deliveries
+    arrive, to no subscriber. A wiring mistake, said as one; no breaking point from it."""
+    (doc,) = analyze(spark, [_craft(tmp_path, second="/subscriber-9")], AnalyzeOptions())
+    (failure,) = doc["instrument_failures"]
+    assert failure.startswith("nothing came to /subscriber-2 although 5600 deliveries came to")
+    assert doc["breaking_point_per_s"] is None
+    assert doc["subscribers"][1]["counts"]["delivered"] == 0

@@ -68,6 +68,7 @@ def _write_run(root, rng, spikes_every=10_000):
             "ce_id": got,
             "ce_type": np.full(m, "t"),
             "ce_source": np.full(m, "s"),
+            "subscriber": np.full(m, "/"),
         }
         table = pa.table(received, schema=arrow_schema(RECEIVED_FIELDS))
         pq.write_table(table, root / "received" / f"r-{second:04d}.parquet")

@@ -297,6 +297,14 @@ INSTRUMENTS = [
     ),
     ("every acked event a filtered decoy", evidence(acked_decoys=1000, deliveries=0), []),
     ("foreign deliveries are deliveries", evidence(deliveries=5), []),
+    (
+        "a fan-out's subscription wired to the wrong path",
+        evidence(stray_deliveries=900, silent_subscribers=("/subscriber-2",)),
+        ["nothing came to /subscriber-2 although 900 deliveries came to paths no subscriber"],
+    ),
+    # A subscriber that got nothing, with nothing astray: the system lost its share.
+    ("a silent subscriber, nothing astray", evidence(silent_subscribers=("/subscriber-2",)), []),
+    ("deliveries astray, every subscriber served", evidence(stray_deliveries=3), []),
 ]
 
 
