@@ -187,7 +187,10 @@ def _searched(tmp_path: Path, run_id: str, *args: str) -> dict:
     assert problems(run, RunDoc) == [] and run["status"] == "completed"
     probes = run["search"]["probes"]
     assert len(probes) == run["search"]["result"]["probes"] == len(run["pace"]["steps"])
-    assert probes[-1]["confirm"] and probes[-1]["verdict"] == "holds"
+    # The answer held a confirmation; the search may end on one that broke just above it
+    # (CI: 315/s held its confirmation, then 332/s broke, within the resolution: done).
+    held = run["search"]["result"]["max_sustainable_per_s"]
+    assert any(p["confirm"] and p["verdict"] == "holds" and p["rate_per_s"] == held for p in probes)
     assert [p["restarted"] for p in probes] == [None] * len(probes), done.stderr[-3000:]
     steps = {r["step"] for r in read_parts(root / "sent", SENT_FIELDS).to_pylist()}
     assert steps == set(range(1, len(probes) + 1))
