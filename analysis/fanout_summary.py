@@ -16,7 +16,7 @@ from analysis.summary import (
     step_row,
     whole_run,
 )
-from analysis.verdicts import Thresholds
+from analysis.verdicts import Thresholds, under_instrument_failure
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.fanout import SubscriberCountsDoc, SubscriberStepDoc, SubscriberSummaryDoc
 
@@ -36,6 +36,7 @@ def subscriber_docs(
             _as_e2e(found.sketches, metric_at(number)),
             system_steps,
             thresholds,
+            doc["instrument_failures"],
         )
         for number, (path, takes) in enumerate(fanout, start=1)
     ]
@@ -58,9 +59,10 @@ def _subscriber(
     sketches: Mapping[tuple[str, int], Sketch],
     system_steps: Mapping[int, StepSummaryDoc],
     thresholds: Thresholds,
+    failures: Sequence[str],
 ) -> SubscriberSummaryDoc:
     baseline = baseline_e2e_p99_ms(totals, sketches, thresholds.min_events)
-    steps = []
+    steps: list[SubscriberStepDoc] = []
     for total in totals:
         system = system_steps.get(total["step"])
         duration_s = system["duration_s"] if system else 1
@@ -72,6 +74,8 @@ def _subscriber(
         )
         ran_s = system.get("ran_s") if system else None
         row, verdict = step_row(total, duration_s, tails, thresholds, baseline, ran_s)
+        # As the system's: a break while an instrument failed may be the instrument's.
+        (verdict,) = under_instrument_failure([verdict], failures)
         steps.append(_step_doc(row, total, verdict.verdict, list(verdict.reasons)))
     counts: SubscriberCountsDoc = {
         "delivered": sum(t["delivered"] - t["leaked"] for t in totals),

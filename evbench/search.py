@@ -215,7 +215,9 @@ class _Search:
         if not new_sent:
             raise _InstrumentFailed(f"probe {step} left no sent records (see {sut_dir.logs})")
         new_received = sorted(set(part_files(sut_dir.received)) - before)
-        fans = session.sut.subscribers() if session.sut and self.opts.lab.fanout > 1 else []
+        lab = self.opts.lab
+        fanning = lab.fanout > 1 or lab.matching is not None
+        fans = session.sut.subscribers() if session.sut and fanning else []
         events = files_events(
             [str(p) for p in new_sent],
             [str(p) for p in new_received],

@@ -362,7 +362,7 @@ def with_added(table: pa.Table, schema: pa.Schema) -> pa.Table:
         if field.name not in table.schema.names:
             table = table.add_column(at, field, pa.nulls(table.num_rows, field.type))
     table = table.select(schema.names)
-    return table if table.schema.types == schema.types else table.cast(schema)
+    return table if table.schema == schema else table.cast(schema)
 
 
 def read_parts(directory: Path, fields: Sequence[Field]) -> pa.Table:

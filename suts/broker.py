@@ -75,7 +75,7 @@ class TriggerFilter(Component):
 
     async def dispatch(self, request: web.Request) -> web.Response:
         number = request.match_info.get("number", "1")
-        if not number.isdigit() or not 1 <= int(number) <= len(self.triggers):
+        if not number.isdecimal() or not 1 <= int(number) <= len(self.triggers):
             return web.Response(status=404, text=f"no trigger {number}\n")
         subscriber, event_filter = self.triggers[int(number) - 1]
         body = await request.read()

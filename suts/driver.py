@@ -339,7 +339,7 @@ class Sut:
         }
         doc["readiness"] = self.readiness
         doc["final_stats"] = self.final_stats
-        if self.settings.fanout > 1:
+        if self.settings.fanout > 1 or self.settings.matching is not None:
             doc["subscribers"] = self.subscribers()
         return doc
 

@@ -101,6 +101,9 @@ class KafkaDispatcher(Component):
         self.assigned_after_s: float | None = None  # when every lane had its partitions
         self._closing = threading.Event()
         self._tasks: set[asyncio.Task] = set()
+        # The lanes' threads count into the shared stats, and the first to see every lane
+        # assigned says so: one at a time.
+        self._counting = threading.Lock()
 
     @property
     def assigned(self) -> set[int]:
@@ -172,10 +175,12 @@ class KafkaDispatcher(Component):
         lane.assigned.update(p.partition for p in partitions)
         if lane.assigned_after_s is None and lane.assigned:
             lane.assigned_after_s = round(time.monotonic() - self._subscribed_at, 3)
-        if self.assigned_after_s is None and self.is_ready():
+        with self._counting:
+            if self.assigned_after_s is not None or not self.is_ready():
+                return
             self.assigned_after_s = max(lane.assigned_after_s or 0.0 for lane in self.lanes)
-            after_s = self.assigned_after_s
-            emit(Assigned(event="assigned", partitions=len(self.assigned), after_s=after_s))
+        after_s = self.assigned_after_s
+        emit(Assigned(event="assigned", partitions=len(self.assigned), after_s=after_s))
 
     def _on_revoke(self, lane: Lane, _: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = [p.partition for p in partitions]
@@ -191,7 +196,7 @@ class KafkaDispatcher(Component):
                 taken = []
                 for record in records:
                     if record.error():
-                        self.stats["consume_errors"] += 1
+                        self._count("consume_errors")
                         continue
                     while not lane.pending.acquire(timeout=0.1):
                         if self._closing.is_set():
@@ -211,9 +216,13 @@ class KafkaDispatcher(Component):
         offsets = [TopicPartition(self.topic, p, o) for p, o in commits.items()]
         try:
             lane.consumer.commit(offsets=offsets, asynchronous=False)
-            self.stats["commits"] += 1
+            self._count("commits")
         except KafkaException:
-            self.stats["commit_errors"] += 1
+            self._count("commit_errors")
+
+    def _count(self, name: str) -> None:
+        with self._counting:
+            self.stats[name] += 1
 
     # event loop
     def _dispatch_all(self, lane: Lane, records: list) -> None:

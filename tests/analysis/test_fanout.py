@@ -172,6 +172,7 @@ def test_a_run_that_fans_out_is_judged_by_every_subscriber(spark, tmp_path):
     assert any("lost" in reason for reason in two["steps"][1]["reasons"])
     # The third takes nothing: every event filtered there, the one it got a leak, none lost.
     assert three["matches"] is False
+    assert [s["verdict"] for s in three["steps"]] == ["holds", "holds"]  # owed nothing
     assert three["counts"] == {
         "delivered": 0,
         "lost": 0,
