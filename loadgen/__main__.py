@@ -4,7 +4,8 @@ The engine runs on uvloop. Progress goes to stdout as JSON lines, for `evbench r
 to read.
 """
 
-# Arrow's allocator is chosen before anything below imports pyarrow (runtime/allocator.py).
+# Arrow's and Python's allocators are chosen before anything below imports pyarrow
+# (runtime/allocator.py).
 from runtime.allocator import prefer_system_allocator
 
 if __name__ == "__main__":

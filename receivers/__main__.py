@@ -3,7 +3,7 @@
 from runtime.allocator import prefer_system_allocator
 
 if __name__ == "__main__":
-    prefer_system_allocator()  # before anything imports pyarrow: runtime/allocator.py says why
+    prefer_system_allocator()  # first of all (it may start the process again): allocator.py
 
 from receivers.cli import main
 

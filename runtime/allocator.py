@@ -20,6 +20,16 @@ chunks between live ones, which glibc keeps as the process's own until asked. `H
 (`malloc_trim`) at most once a minute, from the records' writer thread, so that what a burst
 freed does not stay the instruments' for good: in a 10-minute soak at 20,000/s a trim took
 0.4-1.8 ms and the sender's RSS fell by up to 5 MiB at one.
+
+Python's own allocator (pymalloc) was the last to grow: over an hour at 2,000/s on channel-imc
+the C heap, glibc's thread arenas and the stacks stayed flat, but the anonymous maps where
+pymalloc keeps its 1 MiB arenas grew +1.2 MiB in the sender and +2.4 MiB in the receiver, in
+steps of 0.3-1 MiB tens of minutes apart (`benchmarks/soak.py`, its smaps by kind). An arena
+goes back only once every object in it is dead, so each new high of live small objects (a burst
+of requests in flight) leaves one kept. On malloc those objects share the C heap, whose free
+pages the trim above hands back 4 KiB at a time. Priced with `benchmarks/sender_rate.py` (CPU
+per 1,000 events unchanged, 0.039-0.042 s at 20,000/s) and `benchmarks/receiver_rate.py`
+(77,500-82,300 against 86,700-89,600 events/s: ~9 %, still far beyond the systems measured).
 """
 
 from __future__ import annotations
@@ -29,19 +39,38 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 ARROW_POOL_ENV = "ARROW_DEFAULT_MEMORY_POOL"
 SYSTEM_POOL = "system"
+PYTHON_MALLOC_ENV = "PYTHONMALLOC"
+PYTHON_MALLOC = "malloc"
 
 
 def prefer_system_allocator() -> None:
-    """Arrow's default pool set to the system allocator for this process (and its children),
-    unless the environment names one already. Too late once pyarrow is loaded: that is a
+    """Arrow's default pool and Python's own small objects both on the C library's malloc, for
+    this process and its children, unless the environment names a choice already. Python reads
+    PYTHONMALLOC only as it starts, so a process that has to set it starts itself again (same
+    pid, same argv) before doing anything else. Too late once pyarrow is loaded: that is a
     mistake in the caller's imports, said at once rather than measured an hour later."""
     if "pyarrow" in sys.modules:
         raise RuntimeError("prefer_system_allocator() after pyarrow was imported: call it first")
     os.environ.setdefault(ARROW_POOL_ENV, SYSTEM_POOL)
+    argv = restart_argv(os.environ, sys.executable, sys.orig_argv)
+    if argv is not None:
+        os.environ[PYTHON_MALLOC_ENV] = PYTHON_MALLOC
+        os.execv(argv[0], argv)
+
+
+def restart_argv(
+    environ: Mapping[str, str], executable: str, orig_argv: list[str]
+) -> list[str] | None:
+    """The command that starts this process again with Python's allocator chosen, or None when
+    the environment already chose one (ours, or the user's: `PYTHONMALLOC=pymalloc` to compare)
+    or there is no interpreter to start (embedded)."""
+    if PYTHON_MALLOC_ENV in environ or not executable or not orig_argv:
+        return None
+    return [executable, *orig_argv[1:]]
 
 
 # Once a minute: a trim walks the whole heap (0.4-1.8 ms each in the sender at 20,000/s; 2-9 ms

@@ -1,6 +1,7 @@
 """The instruments' entry modules choose Arrow's allocator before pyarrow loads (it reads the
-choice once, at load): run as programs, they leave Arrow on the system allocator, and a pool the
-user named is kept."""
+choice once, at load) and Python's before anything else (read as the interpreter starts, so they
+start themselves again): run as programs, they are on the system allocator for both, the same
+process throughout, and a choice the user named is kept."""
 
 from __future__ import annotations
 
@@ -12,46 +13,84 @@ import sys
 import psutil
 import pytest
 
-from runtime.allocator import ARROW_POOL_ENV, HeapTrimmer, release_free_heap, trim_due
+from runtime.allocator import (
+    ARROW_POOL_ENV,
+    PYTHON_MALLOC_ENV,
+    HeapTrimmer,
+    release_free_heap,
+    restart_argv,
+    trim_due,
+)
 
 # Runs MODULE as `python -m MODULE --help` would (its imports, then argparse's exit), then says
-# which pool Arrow ended up with.
+# its pid, which pool Arrow ended up with, and (on stderr) Python's allocator statistics: only
+# pymalloc has size classes to list.
 _PROBE = """
-import runpy, sys
+import os, runpy, sys
 sys.argv = [sys.argv[1], "--help"]
 try:
     runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 except SystemExit:
     pass
 import pyarrow
-print(pyarrow.default_memory_pool().backend_name)
+print(os.getpid(), pyarrow.default_memory_pool().backend_name)
+sys._debugmallocstats()
 """
+_PYMALLOC_SAYS = "Small block threshold"
 
 
-def _pool_after(module: str, pool_env: str | None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != ARROW_POOL_ENV}
-    if pool_env is not None:
-        env[ARROW_POOL_ENV] = pool_env
-    done = subprocess.run(
+def _allocators_of(module: str, **chosen: str) -> tuple[str, str]:
+    """(Arrow's pool, Python's allocator) of MODULE run with the choices in `chosen` only."""
+    env = {k: v for k, v in os.environ.items() if k not in (ARROW_POOL_ENV, PYTHON_MALLOC_ENV)}
+    env.update(chosen)
+    probe = subprocess.Popen(
         [sys.executable, "-c", _PROBE, module],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
-        timeout=60,
-        check=True,
     )
-    return done.stdout.strip().splitlines()[-1]
+    out, err = probe.communicate(timeout=60)
+    assert probe.returncode == 0, err
+    pid, pool = out.strip().splitlines()[-1].split()
+    assert int(pid) == probe.pid  # started again in place: the pid a caller stops is the same
+    return pool, "pymalloc" if _PYMALLOC_SAYS in err else "malloc"
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("module", ["loadgen", "receivers"])
-def test_an_instrument_runs_arrow_on_the_system_allocator(module):
-    assert _pool_after(module, None) == "system"
+def test_an_instrument_runs_arrow_and_python_on_the_system_allocator(module):
+    assert _allocators_of(module) == ("system", "malloc")
 
 
 @pytest.mark.e2e
-def test_a_pool_the_user_named_is_kept():
-    assert _pool_after("receivers", "mimalloc") == "mimalloc"
+def test_choices_the_user_named_are_kept():
+    chosen = {ARROW_POOL_ENV: "mimalloc", PYTHON_MALLOC_ENV: "pymalloc"}
+    assert _allocators_of("receivers", **chosen) == ("mimalloc", "pymalloc")
+
+
+@pytest.mark.parametrize(
+    ("environ", "executable", "orig_argv", "argv"),
+    [
+        (
+            {},
+            "/py",
+            ["python3", "-m", "receivers", "--port", "0"],
+            ["/py", "-m", "receivers", "--port", "0"],
+        ),
+        (
+            {},
+            "/py",
+            ["python3", "-X", "dev", "-m", "loadgen"],
+            ["/py", "-X", "dev", "-m", "loadgen"],
+        ),
+        ({PYTHON_MALLOC_ENV: "malloc"}, "/py", ["python3", "-m", "loadgen"], None),  # started again
+        ({PYTHON_MALLOC_ENV: "pymalloc"}, "/py", ["python3", "-m", "loadgen"], None),  # the user's
+        ({}, "", ["python3", "-m", "loadgen"], None),  # embedded: nothing to start
+    ],
+)
+def test_the_restart_command(environ, executable, orig_argv, argv):
+    assert restart_argv(environ, executable, orig_argv) == argv
 
 
 @pytest.mark.parametrize(
