@@ -13,7 +13,7 @@ from analysis.confidence import WORSE, change
 from analysis.fault_report import faults_brief
 from analysis.figures import comparison
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
-from analysis.repeats import left_out
+from analysis.repeats import left_out, system_name
 from analysis.spectrum import RUN, spectrum_figure
 from analysis.summary import latency_text, read_summary
 from contract.errors import EvbenchError
@@ -52,7 +52,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
                 {
                     "run": label,
                     "run_dir": str(run_dir.resolve()),
-                    "sut": summary["sut"],
+                    "sut": system_name(summary),  # a fan-out's N apart
                     "breaking_point_per_s": summary["breaking_point_per_s"],
                     "max_sustainable_rate_per_s": summary["max_sustainable_rate_per_s"],
                     "instrument_failures": summary.get("instrument_failures") or [],

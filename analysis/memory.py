@@ -112,16 +112,21 @@ def peak_table(rows: Sequence[ScenarioDoc]) -> list[str]:
     def mib(value: int | None) -> str:
         return "-" if value is None else f"{value / 2**20:.1f}"
 
+    # With --subscriptions: how many, and seed 003's rule for as many beside the bound.
+    fanned = any(row.get("subscriptions", 1) > 1 for row in rows)
     lines = [
-        f"{'consumer':<18} {'P':>4} {'idle MiB':>9} {'peak MiB':>9} {'after MiB':>10} "
+        f"{'consumer':<18} {'P':>4} " + (f"{'S':>3} {'seed 003 MiB':>12} " if fanned else "")
+        + f"{'idle MiB':>9} {'peak MiB':>9} {'after MiB':>10} "
         f"{'back to idle':>12} {'predicted buffers MiB':>21} {'first msg s':>11} never consumed"
-    ]
+    ]  # fmt: skip
     for row in rows:
         f: Mapping[str, Any] = row["figures"] or {}
         returned = f.get("returned_to_idle")
         first = row["first_message_s"]
+        seed = f"{row.get('subscriptions', 1):>3} {mib(row.get('seed_rule_bytes')):>12} "
         lines.append(
-            f"{row['consumer']:<18} {row['partitions']:>4} {mib(f.get('idle_bytes')):>9} "
+            f"{row['consumer']:<18} {row['partitions']:>4} {seed if fanned else ''}"
+            f"{mib(f.get('idle_bytes')):>9} "
             f"{mib(f.get('peak_bytes')):>9} {mib(f.get('plateau_bytes')):>10} "
             f"{'-' if returned is None else 'yes' if returned else 'no':>12} "
             f"{mib(row['predicted_buffer_bytes']):>21} "

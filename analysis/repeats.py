@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from analysis.fanout_cost import summary_fanout
 from contract.documents import SummaryDoc
 from contract.figures import IntervalDoc
 
@@ -60,12 +61,19 @@ FIGURES: dict[str, Figure] = {
 }
 
 
+def system_name(summary: SummaryDoc) -> str:
+    """The system a summary measured, as every page and `compare` tell systems apart: its name,
+    and its fan-out when it had one (`broker-imc (10 subscribers)`): a campaign over fan-outs
+    measures one system per N."""
+    fanout = summary_fanout(summary)
+    return summary["sut"] if fanout <= 1 else f"{summary['sut']} ({fanout} subscribers)"
+
+
 def shown_name(summary: SummaryDoc) -> str:
     """A system as the index names it: `channel-imc`, or `channel-imc, repeat 2 of 3`."""
     repeat = summary.get("repeat")
-    return summary["sut"] if repeat is None else (
-        f"{summary['sut']}, repeat {repeat['index']} of {repeat['of']}"
-    )  # fmt: skip
+    name = system_name(summary)
+    return name if repeat is None else f"{name}, repeat {repeat['index']} of {repeat['of']}"
 
 
 def spread(values: Sequence[float | None], absent_rank: float | None = None) -> Spread | None:
@@ -140,7 +148,7 @@ def repeat_groups(summaries: Sequence[SummaryDoc]) -> dict[str, list[SummaryDoc]
     groups: dict[str, list[SummaryDoc]] = {}
     for summary in summaries:
         if "repeat" in summary:
-            groups.setdefault(summary["sut"], []).append(summary)
+            groups.setdefault(system_name(summary), []).append(summary)
     return {sut: sorted(found, key=lambda s: s["repeat"]["index"]) for sut, found in groups.items()}
 
 

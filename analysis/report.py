@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from analysis.fanout_cost import cost_figure, cost_lines, cost_row, fanned_systems
 from analysis.fault_report import faults_brief, faults_section
 from analysis.faultsteps import FAULTED
 from analysis.figures import (
@@ -312,6 +313,26 @@ def write_report(
     return path
 
 
+def _fanout_html(summaries: list[SummaryDoc], sut_dirs: list[Path]) -> str:
+    """The cost of fan-out (analysis.fanout_cost), for the systems run at several N."""
+    fanned = fanned_systems(summaries)
+    if not fanned:
+        return ""
+    rows = [
+        cost_row(summary, _samples(SutDir(sut_dir).samples, "processes"))
+        for summary, sut_dir in zip(summaries, sut_dirs, strict=True)
+        if summary["sut"] in fanned
+    ]
+    head = "".join(f"<th>{h}</th>" for h in ("SUT", "N", "sustained", "deliveries", "processes"))
+    body = "".join(
+        "<tr>" + "".join(f"<td class='text'>{cell(c)}</td>" for c in cost_lines(row)) + "</tr>"
+        for row in sorted(rows, key=lambda r: (r.sut, r.fanout))
+    )
+    return f"<h2>The cost of fan-out</h2><table><tr>{head}</tr>{body}</table>" + figure_html(
+        cost_figure(rows), "fanout-cost"
+    )
+
+
 def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
     """All SUTs of a run side by side: the verdict table, then each SUT's main graph."""
     runs_root = run_dir.parent
@@ -358,6 +379,7 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
         + "".join(rows)
         + "</table>"
         + repeats_html(summaries, cell)
+        + _fanout_html(summaries, sut_dirs)
         + "<div class='grid'>"
         + "".join(graphs)
         + "</div>"

@@ -144,6 +144,15 @@ def repeat_dir_name(sut: str, index: int, of: int) -> str:
     return sut if of <= 1 else f"{sut}.repeat-{index:0{len(str(of))}d}"
 
 
+def fanout_dir_name(sut: str, fanout: int, fanouts: tuple[int, ...]) -> str:
+    """A system's directory name in a campaign over fan-outs (`--subscribers 1,10,50`): its
+    name alone when there is one value, else with the item's, `broker-imc.fanout-10`
+    (run.json's `sut_settings.subscribers` says the same)."""
+    # Zero-padded to the largest's width, so that directories sort in the order of N.
+    width = len(str(max(fanouts, default=fanout)))
+    return sut if len(fanouts) <= 1 else f"{sut}.fanout-{fanout:0{width}d}"
+
+
 def sut_dir_for(runs_dir: Path, run_id: str, pace_name: str, sut: str) -> SutDir:
     """Where a system's results of a run go (nothing is created)."""
     run_name = f"{safe_component('run id', run_id)}-{safe_component('pace name', pace_name)}"

@@ -56,6 +56,12 @@ class ScenarioDoc(TypedDict):
     figures: MemoryFiguresDoc | None
     predicted_buffer_bytes: int
     predicted_formula: str
+    # `--subscriptions`: the dispatcher's consumer groups, and seed 003's rule for the 2019
+    # dispatcher at as many (partitions x subscriptions x 256 messages x event); absent in
+    # scenarios recorded before.
+    subscriptions: NotRequired[int]
+    seed_rule_bytes: NotRequired[int]
+    seed_rule_formula: NotRequired[str]
     memory_limit_bytes: int | None  # None where it did not apply (the lab's consumers)
     malloc_arena_max: int | None
     fill_s: float

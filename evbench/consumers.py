@@ -16,7 +16,7 @@ import httpx
 from contract.consumerlines import parse_consumer_line
 from contract.errors import EvbenchError
 from runtime.procs import Child
-from suts.settings import LabSettings
+from suts.settings import LabSettings, subscriber_urls
 
 # Seed 001's low-memory settings for librdkafka.
 LOW_MEMORY = (
@@ -160,8 +160,12 @@ class LabConsumer:
         receiver_url: str,
         log: Path,
         env: dict[str, str],
+        subscriptions: int = 1,
     ) -> None:
         self.receiver_url = receiver_url
+        # A consumer group per subscription, each delivering to a path of its own at the one
+        # receiver, as a channel's subscriptions do in a run.
+        subscribers = subscriber_urls(receiver_url, subscriptions)
         # The lab's own consumer settings (its 6 s session timeout gets a group assigned in
         # ~3 s on Tansu, where the 45 s default takes ~23 s), then the user's.
         consumer = (
@@ -172,7 +176,8 @@ class LabConsumer:
         )
         argv = [
             sys.executable, "-m", "suts", "kafka-dispatcher", "--host", "127.0.0.1",
-            "--port", "0", "--topic", backlog.topic, "--subscriber", f"{receiver_url}/",
+            "--port", "0", "--topic", backlog.topic,
+            *(arg for url in subscribers for arg in ("--subscriber", url)),
             "--mode", "source" if spec.client == "source" else "channel",
             *(arg for kv in consumer for arg in ("--consumer", kv)),
         ]  # fmt: skip

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import socket
+from dataclasses import replace
 from typing import Any
 
 from contract.errors import EvbenchError
 from runtime.argtypes import http_url, port_number
 from runtime.parquet import record_roll_s
-from suts.flags import EXTEND, FLAG_ALIASES, LAB_FLAGS, REPLACE
+from suts.flags import EACH, EXTEND, FLAG_ALIASES, LAB_FLAGS, REPLACE
 from suts.lab import LOCAL_SUTS, SUTS, LabSettings, driver_for, sut_help
 
 SUT_HELP = sut_help()
@@ -65,7 +66,7 @@ def add_lab_arguments(run: argparse.ArgumentParser, only: tuple[str, ...] | None
         "and run.json records",
     )
     defaults = LabSettings()
-    for name, flag, kwargs, _ in LAB_FLAGS:
+    for name, flag, kwargs, combine in LAB_FLAGS:
         if only is not None and name not in only:
             continue
         default = getattr(defaults, name)
@@ -76,7 +77,7 @@ def add_lab_arguments(run: argparse.ArgumentParser, only: tuple[str, ...] | None
             *FLAG_ALIASES.get(name, ()),
             **{**kwargs, "help": help_text, "metavar": metavar},
             dest=_dest(name),
-            default=None if kwargs.get("action") == "append" else default,
+            default=None if kwargs.get("action") == "append" or combine == EACH else default,
         )
 
 
@@ -103,9 +104,18 @@ def lab_settings(args: argparse.Namespace) -> LabSettings:
             values[name] = tuple(given) if given else getattr(defaults, name)
         elif combine == EXTEND:
             values[name] = (*getattr(defaults, name), *(given or ()))
+        elif combine == EACH:  # the first; a campaign gives each item its own (replace)
+            values[name] = given[0] if given else getattr(defaults, name)
         else:
             values[name] = given
     return LabSettings(**values)
+
+
+def fanout_values(args: argparse.Namespace) -> tuple[int, ...]:
+    """--subscribers' values, in the user's order: the fan-outs a campaign runs in turn (one,
+    LabSettings' own, when the flag is not given or the command has none)."""
+    given = getattr(args, _dest("fanout"), None)
+    return tuple(given) if given else (LabSettings().fanout,)
 
 
 def check_system(args: argparse.Namespace, lab: LabSettings) -> None:
@@ -118,8 +128,9 @@ def check_system(args: argparse.Namespace, lab: LabSettings) -> None:
             "--sut external needs --ingress URL, or --kafka-bootstrap HOST:PORT with --topic"
         )
     for name in getattr(args, "sut", None) or LOCAL_SUTS:
-        if problem := driver_for(name).settings_problem(lab):
-            raise EvbenchError(problem)
+        for fanout in fanout_values(args):  # every item of the campaign, before the first
+            if problem := driver_for(name).settings_problem(replace(lab, fanout=fanout)):
+                raise EvbenchError(problem)
     for flag, settings in (("--producer", lab.producer), ("--consumer", lab.consumer)):
         if problem := librdkafka_problem(flag, settings):
             raise EvbenchError(problem)

@@ -82,10 +82,14 @@ class _Scenarios:
         self, options: MemoryOptions, counts: tuple[int, ...], root: Path, echo: Echo
     ) -> None:
         self.options, self.root, self.echo = options, root, echo
+        # A scenario per partition count, consumer and number of subscriptions (each one a
+        # consumer group of the dispatcher's: the lab's fan-out), named as its directory.
         self.scenarios = {
-            f"{spec.name}-p{partitions}": (spec, partitions)
+            item.system_dir(): (spec, partitions, item)
             for partitions in counts
             for spec in options.consumers
+            for fanout in options.fanouts or (options.lab.fanout,)
+            for item in [replace(options, sut=f"{spec.name}-p{partitions}").fanned(fanout)]
         }
         self.rows: list[ScenarioDoc] = []
         self.failed: list[FailedScenarioDoc] = []
@@ -103,10 +107,14 @@ class _Scenarios:
     def drive(self, name: str) -> RunStatus:
         if self.interrupts.count:
             return self._interrupted()
-        spec, partitions = self.scenarios[name]
-        self.echo(f"scenario {name}: {partitions} partitions, consumer {spec.name}")
+        spec, partitions, item = self.scenarios[name]
+        subscriptions = item.lab.fanout
+        self.echo(
+            f"scenario {name}: {partitions} partitions, consumer {spec.name}"
+            + (f", {subscriptions} subscriptions" if subscriptions > 1 else "")
+        )
         try:
-            result = _scenario(replace(self.options, sut=name), spec, partitions, self.echo)
+            result = _scenario(item, spec, partitions, self.echo)
         except KeyboardInterrupt:
             return self._interrupted()
         except Exception as exc:  # one scenario failing is reported, not fatal
@@ -168,7 +176,8 @@ def _start_consumer(
     log = session.sut_dir.logs / "consumer.log"
     consumer: Consumer
     if spec.client in LAB_CONSUMERS:
-        consumer = LabConsumer(spec, backlog, session.start_receiver(), log, env)
+        receiver = session.start_receiver()
+        consumer = LabConsumer(spec, backlog, receiver, log, env, options.lab.fanout)
     else:
         consumer = ClientConsumer(spec, backlog, options.bare, log, env)
     session.on_teardown(consumer.child.stop)  # by pid, on any exit
@@ -193,8 +202,10 @@ def _consume(
     # first-message stamp, the samples, the series in the analysis).
     started_ns = time.time_ns()
     consumer = _start_consumer(options, spec, backlog, session)
+    # Each subscription's consumer group reads the whole backlog: drained once every one has.
+    expected = backlog.produced * options.lab.fanout
     series, drained_s, hwm = _follow_consumer(
-        options.consume_s, consumer, backlog.produced, started_ns, session
+        options.consume_s, consumer, expected, started_ns, session
     )
     session.sampler.end_memory("consumer")  # before it is stopped: it says nothing then
     child = consumer.child

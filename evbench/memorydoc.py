@@ -12,7 +12,7 @@ from contract.units import NS_PER_S
 from evbench.consumers import LAB_CONSUMERS, ConsumerSpec
 from evbench.options import MemoryOptions
 from evbench.session import Echo
-from suts.consumers.predict import predicted
+from suts.consumers.predict import SARAMA_BUFFER_MESSAGES, fanned_out, predicted, sarama
 from suts.settings import LabSettings
 
 
@@ -44,13 +44,18 @@ def scenario_doc(
     series = end.series
     figures = memory_figures(series, first_s, end.drained_s, end.hwm_bytes) if series else None
     lab = spec.client in LAB_CONSUMERS
-    prediction = predicted(
-        spec.client,
-        dict(spec.settings),
-        partitions,
-        options.event_bytes,
-        pending_events=LabSettings().max_pending if lab else 0,
+    subscriptions = options.lab.fanout  # a consumer group each (the dispatcher's lanes)
+    prediction = fanned_out(
+        predicted(
+            spec.client,
+            dict(spec.settings),
+            partitions,
+            options.event_bytes,
+            pending_events=LabSettings().max_pending if lab else 0,
+        ),
+        subscriptions,
     )
+    seed_rule = sarama(partitions, subscriptions, SARAMA_BUFFER_MESSAGES, options.event_bytes)
     return {
         "consumer": spec.name,
         "client": spec.client,
@@ -72,6 +77,9 @@ def scenario_doc(
         "figures": cast(MemoryFiguresDoc, asdict(figures)) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
         "predicted_formula": prediction.formula,
+        "subscriptions": subscriptions,
+        "seed_rule_bytes": seed_rule.buffer_bytes,
+        "seed_rule_formula": seed_rule.formula,
         "memory_limit_bytes": None if lab else options.bare.memory_limit_bytes,
         "malloc_arena_max": options.malloc_arena_max,
         "fill_s": 0.0,

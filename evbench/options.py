@@ -9,14 +9,14 @@ another (or nothing) to the next. Each policy adds its own fields in a subclass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from analysis.objectives import Objective
 from analysis.verdicts import Thresholds
 from contract.documents import NotReported, RecordsOnDiskDoc, RunStatus, SutDeathDoc, SutDescription
-from contract.layout import SutDir
+from contract.layout import SutDir, fanout_dir_name
 from contract.lines import SenderClock
 from contract.receiverlines import ReceiverStats
 from contract.searchdocs import SearchSenderSummary
@@ -65,6 +65,17 @@ class SessionOptions:
     scrape_interval_s: float = 1.0
     profile: ProfileRequest | None = None
     pprof: tuple[PprofTarget, ...] = ()
+    # The campaign's fan-outs (--subscribers 1,10,50), each in turn: `lab.fanout` is this
+    # session's; one value or none and the directory is the system's name alone.
+    fanouts: tuple[int, ...] = ()
+
+    def system_dir(self) -> str:
+        """This session's directory name in its run (contract.layout.fanout_dir_name)."""
+        return fanout_dir_name(self.sut, self.lab.fanout, self.fanouts)
+
+    def fanned(self, fanout: int) -> Self:
+        """These options for one item of a campaign over fan-outs."""
+        return replace(self, lab=replace(self.lab, fanout=fanout))
 
     @property
     def receiver(self) -> ReceiverOptions:

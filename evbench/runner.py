@@ -38,7 +38,7 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
     # A bad warmup fails here, before anything is created.
     has_warmup = opts.send.warmup is not None and parse_warmup(opts.send.warmup) is not None
     check_profile(opts, 0 if has_warmup else 1, len(opts.pace.steps))
-    name = repeat_dir_name(opts.sut, opts.repeat, opts.repeats)
+    name = repeat_dir_name(opts.system_dir(), opts.repeat, opts.repeats)
     session = Session.open(opts, opts.pace.name, echo, make, name)
     pace = opts.pace
     echo(
@@ -161,19 +161,21 @@ def run_matrix(
 
 
 class _Matrix:
-    """`run`'s campaign policy: one run per system and repeat, under one run id; repeat k of
-    every system before repeat k + 1 of any."""
+    """`run`'s campaign policy: one run per system, fan-out and repeat, under one run id;
+    repeat k of every system before repeat k + 1 of any, each system's fan-outs in the
+    user's order."""
 
     noun = "system"
 
     def __init__(self, opts: RunOptions, echo: Echo, live: bool, suts: tuple[str, ...]) -> None:
         run_id = opts.run_id or next_run_id(opts.runs_dir, opts.pace.name)
         self.opts, self.echo, self.live = replace(opts, run_id=run_id), echo, live
-        self.runs = {
-            repeat_dir_name(sut, k, opts.repeats): (sut, k)
-            for k in range(1, opts.repeats + 1)
-            for sut in suts
-        }
+        self.runs: dict[str, RunOptions] = {}
+        for k in range(1, opts.repeats + 1):
+            for sut in suts:
+                for fanout in opts.fanouts or (opts.lab.fanout,):
+                    item = replace(self.opts, sut=sut, repeat=k).fanned(fanout)
+                    self.runs[repeat_dir_name(item.system_dir(), k, opts.repeats)] = item
         self.dirs = {n: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, n) for n in self.runs}
         self.outcomes: dict[str, RunOutcome] = {}
 
@@ -184,8 +186,7 @@ class _Matrix:
         return [d.root for d in self.dirs.values()]
 
     def drive(self, name: str) -> RunStatus:
-        sut, repeat = self.runs[name]
-        self.outcomes[name] = run(replace(self.opts, sut=sut, repeat=repeat), self.echo, self.live)
+        self.outcomes[name] = run(self.runs[name], self.echo, self.live)
         return self.outcomes[name].status
 
     def recorded(self, name: str) -> bool:

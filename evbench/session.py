@@ -113,7 +113,7 @@ class Session:
         is refused (results are never overwritten)."""
         env = environment()
         run_id = opts.run_id or next_run_id(opts.runs_dir, pace_name)
-        sut_dir = new_sut_dir(opts.runs_dir, run_id, pace_name, dir_name or opts.sut)
+        sut_dir = new_sut_dir(opts.runs_dir, run_id, pace_name, dir_name or opts.system_dir())
         return cls(opts, sut_dir, run_id, env, echo, make)
 
     # lifecycle --------------------------------------------------------------------------------

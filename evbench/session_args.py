@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.errors import EvbenchError
-from evbench.lab_args import check_system, lab_settings
+from evbench.lab_args import check_system, fanout_values, lab_settings
 from evbench.profiles import pprof_target, profile_request
 from evbench.scrape import scrape_target
 from loadgen.settings import knobs_from_args
@@ -141,6 +141,7 @@ def session_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "runs_dir": runs_dir(args),
         "run_id": args.run_id,
         "lab": lab,
+        "fanouts": fanout_values(args),
         "receiver_host": args.receiver_host,
         "receiver_port": args.receiver_port,
         "receiver_url": args.receiver_url,

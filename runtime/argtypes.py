@@ -63,6 +63,30 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def count_list(what: str) -> Callable[[str], tuple[int, ...]]:
+    """A comma-separated list of counts, each at least 1 and given once, in the user's order
+    (`1,10,50`): a campaign's values of one setting (`what`: "partition counts"); a bad item
+    is named."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        values: list[int] = []
+        for item in text.split(","):
+            try:
+                value = int(item.strip())
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"'{item.strip()}' in '{text}' is not a number: give {what} like 1,10,50"
+                ) from None
+            if value < 1:
+                raise argparse.ArgumentTypeError(f"'{text}': {what} are at least 1")
+            if value in values:
+                raise argparse.ArgumentTypeError(f"'{text}': each of the {what} once")
+            values.append(value)
+        return tuple(values)
+
+    return parse
+
+
 def repeats(text: str) -> int:
     """How many times a run sends its whole pace: 1..REPEATS_MAX."""
     value = at_least_one(text)

@@ -18,6 +18,7 @@ from typing import Any
 
 from runtime.argtypes import (
     at_least_one,
+    count_list,
     http_url,
     milliseconds,
     non_negative,
@@ -27,9 +28,13 @@ from runtime.argtypes import (
 from suts.settings import LabSettings
 
 REPLACE, EXTEND = "replace", "extend"
+# A list of values a campaign runs in turn (evbench.lab_args.campaign_values): LabSettings holds
+# one of them, the item's own.
+EACH = "each"
 
 # (LabSettings field, flag, argparse keywords, how the user's repeated values combine with the
-# default: replace it, extend it, or None for a single value). Defaults come from LabSettings.
+# default: replace it, extend it, each value in turn, or None for a single value). Defaults
+# come from LabSettings.
 LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
     (
         "ingress",
@@ -151,12 +156,14 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
         "fanout",
         "--subscribers",
         dict(
-            type=at_least_one,
-            metavar="N",
+            type=count_list("subscriber counts"),
+            metavar="N[,N...]",
             help="deliveries per event, each to a path of its own at the receiver: a channel's "
-            "subscriptions, a broker's triggers (--triggers is the same flag)",
+            "subscriptions, a broker's triggers (--triggers is the same flag); several, as in "
+            "1,10,50, run each in turn under one run id, and the index draws the fan-out's cost "
+            "against N",
         ),
-        None,
+        EACH,
     ),
     (
         "matching",

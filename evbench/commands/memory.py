@@ -10,29 +10,24 @@ from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
 from evbench.lab_args import add_lab_arguments
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
-from runtime.argtypes import at_least_one, payload_bytes, positive_seconds
+from runtime.argtypes import at_least_one, count_list, payload_bytes, positive_seconds
 
 if TYPE_CHECKING:  # the command's imports are deferred: --help must not load the clients
     from evbench.consumers import ConsumerSpec
 
 
-def _partitions(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(p) for p in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a list of partition counts") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': partition counts are at least 1")
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"'{text}': each partition count once")
-    return values
-
-
 # The matrix's flags: one table (evbench.session_args has the session's).
 _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--partitions", dict(
-        type=_partitions, default=(1, 50, 100), metavar="P,P",
+        type=count_list("partition counts"), default=(1, 50, 100), metavar="P,P",
         help="partition counts of the topic, one scenario each (default 1,50,100)",
+    )),
+    ("--subscriptions", dict(
+        type=count_list("subscription counts"), default=(1,), metavar="S,S",
+        help="the dispatcher only: subscriptions to the channel, one scenario each, every one a "
+        "consumer group of the dispatcher's own delivering to a path of its own at the "
+        "receiver; the table puts seed 003's sizing rule (partitions x subscriptions x 256 "
+        "messages x event size) beside the measured peak (default 1)",
     )),
     ("--consumers", dict(
         default="source",
@@ -165,9 +160,19 @@ def main(args: argparse.Namespace) -> int:
     from evbench.options import MemoryOptions
 
     specs = _checked_specs(args)
+    if max(args.subscriptions) > 1 and (
+        others := [s.name for s in specs if s.client != "dispatcher"]
+    ):
+        raise EvbenchError(
+            f"--subscriptions {','.join(map(str, args.subscriptions))}: only the dispatcher has "
+            f"subscriptions (a consumer group each); drop {', '.join(others)} from --consumers, "
+            "or run them apart"
+        )
     _note_bare_only(args, [s.name for s in specs if s.client in LAB_CONSUMERS])
     options = MemoryOptions(
-        **session_kwargs(args),  # run_id None: the next free one, worked out by run_memory
+        # run_id None: the next free one, worked out by run_memory; the lab's fan-out is
+        # the dispatcher's subscriptions, one scenario each
+        **{**session_kwargs(args), "fanouts": args.subscriptions},
         partitions=args.partitions,
         consumers=specs,
         fill_s=args.fill,
@@ -188,7 +193,8 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         echo(f"{len(failed)} scenario(s) failed: {', '.join(f['scenario'] for f in failed)}")
     code = 0
-    if not args.no_analyze and len(failed) < len(options.partitions) * len(specs):
+    scenarios = len(options.partitions) * len(specs) * len(options.fanouts)
+    if not args.no_analyze and len(failed) < scenarios:
         from evbench.commands.analyze import analyze_memory_path
 
         code = analyze_memory_path(root, "local[*]", verbose=args.verbose)

@@ -101,6 +101,7 @@ def main(args: argparse.Namespace) -> int:
         )
     live = sys.stderr.isatty()
     single = args.sut is not None and len(args.sut) == 1 and args.repeat == 1
+    single = single and len(opts.fanouts) <= 1
     # One system or several, one campaign: a system that fails after it recorded is said and
     # exits 1, as in a search; an error before anything was recorded is the command's (2).
     outcomes = run_matrix(opts, echo, live, tuple(args.sut or LOCAL_SUTS))

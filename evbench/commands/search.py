@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
         raise EvbenchError("--warmup does not apply to a search: its first probes warm the system")
     suts = tuple(args.sut or LOCAL_SUTS)
     runs_dir = session["runs_dir"]
-    session["run_id"] = run_id = args.run_id or next_run_id(runs_dir, "search")
+    session["run_id"] = args.run_id or next_run_id(runs_dir, "search")
     # Every probe holds for at least --hold: a fault must fit in that (and probe N may never
     # come: the search decides how many it makes).
     probes = max((f.step or 1 for f in (*args.fault, *args.fault_exec)), default=1)
@@ -178,12 +179,13 @@ def main(args: argparse.Namespace) -> int:
         "faults": checked_faults(args, session["lab"], suts, [Step(1, plan.probe_s)] * probes),
         **session,
     }
-    code = _search_each(suts, options)
-    sent = [n for n in suts if part_files(sut_dir_for(runs_dir, run_id, "search", n).sent)]
-    if args.no_analyze or not sent:
+    systems = _Systems(suts, options)
+    code = campaign_exit_code(each(systems, echo))
+    if args.no_analyze or not any(part_files(systems.dir(n).sent) for n in systems.items()):
         return code
-    run_root = sut_dir_for(runs_dir, run_id, "search", suts[0]).root.parent
-    where = run_root if len(suts) > 1 else run_root / suts[0]
+    names = systems.items()
+    run_root = systems.dir(names[0]).root.parent
+    where = run_root if len(names) > 1 else run_root / names[0]
     analysed = analyze_path(
         where, "local[*]", 0.0, verbose=args.verbose, plot_metrics=args.plot_metrics
     )
@@ -203,33 +205,36 @@ def _plan(args: argparse.Namespace) -> SearchPlan:
         raise EvbenchError(str(exc)) from None
 
 
-def _search_each(suts: tuple[str, ...], options: dict[str, Any]) -> int:
-    """Each system in turn under one run id, as one campaign; the exit code of them all."""
-    return campaign_exit_code(each(_Systems(suts, options), echo))
-
-
 class _Systems:
-    """`search`'s campaign policy: one search per system, under one run id."""
+    """`search`'s campaign policy: one search per system and fan-out, under one run id."""
 
     noun = "system"
 
     def __init__(self, suts: tuple[str, ...], options: dict[str, Any]) -> None:
-        self.suts, self.options = suts, options
+        from evbench.options import SearchOptions
+
+        first = SearchOptions(**options)
+        self.searches = {
+            item.system_dir(): item
+            for sut in suts
+            for fanout in first.fanouts or (first.lab.fanout,)
+            for item in [replace(first, sut=sut).fanned(fanout)]
+        }
 
     def items(self) -> tuple[str, ...]:
-        return self.suts
+        return tuple(self.searches)
 
-    def _dir(self, name: str) -> SutDir:
-        return sut_dir_for(self.options["runs_dir"], self.options["run_id"], "search", name)
+    def dir(self, name: str) -> SutDir:
+        opts = self.searches[name]
+        return sut_dir_for(opts.runs_dir, opts.run_id or "", "search", name)
 
     def roots(self) -> list[Path]:
-        return [self._dir(name).root for name in self.suts]
+        return [self.dir(name).root for name in self.searches]
 
     def drive(self, name: str) -> RunStatus:
-        from evbench.options import SearchOptions
         from evbench.search import search
 
-        return search(SearchOptions(sut=name, **self.options), echo).status
+        return search(self.searches[name], echo).status
 
     def recorded(self, name: str) -> bool:
-        return self._dir(name).run_json.exists()
+        return self.dir(name).run_json.exists()

@@ -67,6 +67,22 @@ def per_partition_fetcher(
     )
 
 
+# Sarama's ChannelBufferSize by default: messages buffered per partition and subscription by the
+# 2019 dispatcher (seed 003: "By default, Sarama stores 256 messages for each partition").
+SARAMA_BUFFER_MESSAGES = 256
+
+
+def fanned_out(per_consumer: Prediction, subscriptions: int) -> Prediction:
+    """A dispatcher's bound with a consumer (and its pending deliveries) per subscription, as
+    the lab's dispatcher has one lane each: the one consumer's bound that many times."""
+    if subscriptions == 1:
+        return per_consumer
+    return Prediction(
+        per_consumer.buffer_bytes * subscriptions,
+        f"{subscriptions} subscriptions x ({per_consumer.formula})",
+    )
+
+
 def sarama(
     partitions: int, subscriptions: int, buffer_messages: int, event_bytes: int
 ) -> Prediction:

@@ -119,3 +119,41 @@ def test_a_consumer_under_a_too_small_memory_limit_is_reported_with_its_starved_
     assert result["logged_errors"], "the consumer's own account of the shortage"
     assert "partitions never consumed: 0, 1" in done.stderr
     assert "consumer logged:" in done.stderr
+
+
+@pytest.mark.spark  # the run ends by analysing
+def test_the_dispatchers_subscriptions_each_drain_the_backlog_beside_seed_003s_rule(tmp_path):
+    done = subprocess.run(
+        _memory(tmp_path, "--consumers", "dispatcher", "--subscriptions", "1,3"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = {
+        n: json.loads((tmp_path / "m-memory" / f"dispatcher-p2.fanout-{n}" / "scenario.json")
+                      .read_text())
+        for n in (1, 3)
+    }  # fmt: skip
+    for n, result in results.items():
+        # Drained when every subscription's group had every event: 3 x 400 deliveries.
+        assert result["subscriptions"] == n and result["consumed"] == 400 * n, result
+        assert result["drained_s"] is not None, result
+        # Seed 003's rule for the 2019 dispatcher: partitions x subscriptions x 256 x event.
+        assert result["seed_rule_bytes"] == 2 * n * 256 * 8192, result
+    one, three = results[1], results[3]
+    assert three["predicted_buffer_bytes"] == 3 * one["predicted_buffer_bytes"]
+    assert three["predicted_formula"].startswith("3 subscriptions x (")
+    assert "seed 003 MiB" in done.stderr  # the table puts the rule beside the peak
+
+
+def test_subscriptions_are_the_dispatchers_alone(tmp_path):
+    done = subprocess.run(
+        _memory(tmp_path, "--consumers", "dispatcher,source", "--subscriptions", "2"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "only the dispatcher has subscriptions" in done.stderr and "drop source" in done.stderr
+    assert not (tmp_path / "m-memory").exists()  # refused before anything was made
