@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from analysis.digests import digest_rows
 from analysis.steprule import StepTotals, flags, latencies, outcomes, step_totals
-from contract.documents import RunDoc
+from contract.documents import RunDoc, SummaryDoc
 from contract.fanout import SubscriberDoc
 
 # (path at the receiver, takes the run's events), subscriber 1 first; () for one subscriber.
@@ -42,6 +42,11 @@ def fanout_of(run: RunDoc) -> Fanout:
 def fanout_from(subscribers: Sequence[SubscriberDoc]) -> Fanout:
     """The subscribers as a system describes them (suts.driver.Sut.subscribers)."""
     return tuple((s["path"], bool(s["matches"])) for s in subscribers)
+
+
+def summary_fanout(summary: SummaryDoc) -> int:
+    """The subscribers a summary's system delivered each event to (1 before fan-out)."""
+    return max(1, len(summary.get("subscribers") or ()))
 
 
 def silent_subscribers(

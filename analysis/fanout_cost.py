@@ -12,10 +12,13 @@ instruments: the sender and the receiver are the lab's, whatever N is.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from analysis.fanout import summary_fanout
+from analysis.repeats import shown_name
 from contract.documents import SummaryDoc
 from contract.units import NS_PER_S
 
@@ -38,7 +41,9 @@ class CostRow:
     """A system at one fan-out."""
 
     sut: str
+    shown: str  # as the index names it (analysis.repeats.shown_name): its repeat, if any
     fanout: int
+    takers: int  # of the fanout, those that take the run's events
     capacity_per_s: int | None  # the search's answer, or the run's max sustainable rate
     searched: bool
     deliveries: int  # every delivery the receiver got, to every subscriber
@@ -51,16 +56,18 @@ class CostRow:
         return self.processes[role].cpu_s * 1000 / self.deliveries
 
 
-def summary_fanout(summary: SummaryDoc) -> int:
-    """The subscribers a summary's system delivered each event to (1 before fan-out)."""
-    return max(1, len(summary.get("subscribers") or ()))
-
-
 def deliveries(summary: SummaryDoc) -> int:
-    """Every delivery received: each subscriber's, duplicates included, or the run's count."""
+    """Every delivery received, duplicates included: each subscriber's, or the one's."""
     if subscribers := summary.get("subscribers"):
         return sum(s["counts"]["delivered"] + s["counts"]["duplicates"] for s in subscribers)
-    return summary["counts"]["received"]
+    return summary["counts"]["received"] + summary["counts"]["duplicates"]
+
+
+def takers(summary: SummaryDoc) -> int:
+    """The subscribers that take the run's events (a broker's matching triggers)."""
+    if subscribers := summary.get("subscribers"):
+        return sum(s["matches"] for s in subscribers)
+    return 1
 
 
 def capacity(summary: SummaryDoc) -> tuple[int | None, bool]:
@@ -72,12 +79,17 @@ def capacity(summary: SummaryDoc) -> tuple[int | None, bool]:
     return (None if rate is None else int(rate)), False
 
 
-def process_costs(samples: Sequence[Mapping[str, Any]]) -> dict[str, ProcessCost]:
+def process_costs(
+    samples: Sequence[Mapping[str, Any]], from_ns: int | None = None
+) -> dict[str, ProcessCost]:
     """Each system process's CPU and peak RSS from its samples (contract.records'
     PROCESS_SAMPLE_FIELDS: `cpu_percent` is since the previous sample, so a role's first
-    sample opens its span and adds nothing)."""
+    sample opens its span and adds nothing), from `from_ns` on: the schedule's start, so that
+    starting the system (joining N consumer groups) is not spread over the deliveries."""
     by_role: dict[str, list[Mapping[str, Any]]] = {}
     for row in samples:
+        if from_ns is not None and row["t_ns"] < from_ns:
+            continue
         if not row["process"].startswith(_INSTRUMENT_PREFIXES):
             by_role.setdefault(row["process"], []).append(row)
     costs = {}
@@ -104,29 +116,33 @@ def fanned_systems(summaries: Sequence[SummaryDoc]) -> set[str]:
     return {sut for sut, fanouts in seen.items() if len(fanouts) > 1}
 
 
-def cost_row(summary: SummaryDoc, samples: Sequence[Mapping[str, Any]]) -> CostRow:
+def cost_row(
+    summary: SummaryDoc, samples: Sequence[Mapping[str, Any]], from_ns: int | None = None
+) -> CostRow:
     rate, searched = capacity(summary)
     return CostRow(
         sut=summary["sut"],
+        shown=shown_name(summary),
         fanout=summary_fanout(summary),
+        takers=takers(summary),
         capacity_per_s=rate,
         searched=searched,
         deliveries=deliveries(summary),
-        processes=process_costs(samples),
+        processes=process_costs(samples, from_ns),
     )
 
 
 def cost_lines(row: CostRow) -> list[str]:
     """A row as the page's table cells: N, capacity, deliveries, then per process."""
     rate = "none held" if row.capacity_per_s is None else f"{row.capacity_per_s:,}/s"
-    if row.capacity_per_s is not None and row.fanout > 1:
-        rate += f" ({row.capacity_per_s * row.fanout:,} deliveries/s)"
+    if row.capacity_per_s is not None and row.takers > 1:
+        rate += f" ({row.capacity_per_s * row.takers:,} deliveries/s)"
     per_process = "; ".join(
         f"{role}: {_per_1k(row.cpu_s_per_1k(role))} CPU s per 1,000 deliveries, mean "
         f"{cost.cpu_mean_percent:.0f} % of a core, peak RSS {cost.rss_peak_bytes / 2**20:.1f} MiB"
         for role, cost in row.processes.items()
     )
-    return [row.sut, str(row.fanout), rate, f"{row.deliveries:,}", per_process or "not sampled"]
+    return [row.shown, str(row.fanout), rate, f"{row.deliveries:,}", per_process or "not sampled"]
 
 
 def _per_1k(value: float | None) -> str:
@@ -145,23 +161,38 @@ def cost_figure(rows: Sequence[CostRow]) -> Any:
         ),
     )  # fmt: skip
     for sut in sorted({r.sut for r in rows}):
-        mine = sorted((r for r in rows if r.sut == sut), key=lambda r: r.fanout)
-        figure.add_scatter(
-            x=[r.fanout for r in mine], y=[r.capacity_per_s for r in mine], name=sut,
-            mode="lines+markers", row=1, col=1,
-        )  # fmt: skip
+        mine = [r for r in rows if r.sut == sut]
+        line = dict(mode="lines+markers", col=1)
+        figure.add_scatter(**_by_n(mine, lambda r: r.capacity_per_s), name=sut, row=1, **line)
         for role in sorted({role for r in mine for role in r.processes}):
             have = [r for r in mine if role in r.processes]
             name = f"{sut} {role}"
             figure.add_scatter(
-                x=[r.fanout for r in have], y=[r.cpu_s_per_1k(role) for r in have], name=name,
-                mode="lines+markers", row=2, col=1, legendgroup=name,
+                **_by_n(have, _cpu_per_1k(role)), name=name, row=2,
+                legendgroup=name, **line,
             )  # fmt: skip
             figure.add_scatter(
-                x=[r.fanout for r in have],
-                y=[r.processes[role].rss_peak_bytes / 2**20 for r in have], name=name,
-                mode="lines+markers", row=3, col=1, legendgroup=name, showlegend=False,
+                **_by_n(have, _rss_peak_mib(role)),
+                name=name, row=3, legendgroup=name, showlegend=False, **line,
             )  # fmt: skip
     figure.update_xaxes(title_text="subscribers (N)", type="log", row=3, col=1)
     figure.update_layout(height=720, title="The cost of fan-out")
     return figure
+
+
+def _by_n(rows: Sequence[CostRow], value: Callable[[CostRow], float | None]) -> dict[str, list]:
+    """A line's points in order of N: each N's value, the middle one of its repeats'."""
+    by_n: dict[int, list[float]] = {}
+    for row in rows:
+        if (found := value(row)) is not None:
+            by_n.setdefault(row.fanout, []).append(found)
+    ns = sorted(by_n)
+    return {"x": ns, "y": [statistics.median_low(sorted(by_n[n])) for n in ns]}
+
+
+def _cpu_per_1k(role: str) -> Callable[[CostRow], float | None]:
+    return lambda row: row.cpu_s_per_1k(role)
+
+
+def _rss_peak_mib(role: str) -> Callable[[CostRow], float | None]:
+    return lambda row: row.processes[role].rss_peak_bytes / 2**20

@@ -56,7 +56,7 @@ def analyze_memory(
 ) -> tuple[list[MemorySummaryRowDoc], dict[str, list[dict[str, Any]]]]:
     """Each scenario's row (scenario.json with figures from the series) and its series."""
     scenarios = read_document(root / "memory.json", MemoryDoc)["scenarios"]
-    names = [f"{s['consumer']}-p{s['partitions']}" for s in scenarios]
+    names = [s.get("folder", f"{s['consumer']}-p{s['partitions']}") for s in scenarios]
     frames = [
         load_records(spark, root / name / "samples" / "memory", MEMORY_SAMPLE_FIELDS)
         .where(F.col("process") == "consumer")

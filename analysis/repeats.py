@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from analysis.fanout_cost import summary_fanout
+from analysis.fanout import summary_fanout
 from contract.documents import SummaryDoc
 from contract.figures import IntervalDoc
 

@@ -318,15 +318,16 @@ def _fanout_html(summaries: list[SummaryDoc], sut_dirs: list[Path]) -> str:
     fanned = fanned_systems(summaries)
     if not fanned:
         return ""
-    rows = [
-        cost_row(summary, _samples(SutDir(sut_dir).samples, "processes"))
-        for summary, sut_dir in zip(summaries, sut_dirs, strict=True)
-        if summary["sut"] in fanned
-    ]
+    rows = []
+    for summary, layout in zip(summaries, map(SutDir, sut_dirs), strict=True):
+        if summary["sut"] in fanned:
+            run: RunDoc = json.loads(layout.run_json.read_text())
+            samples = _samples(layout.samples, "processes")
+            rows.append(cost_row(summary, samples, schedule_start_ns(run)))
     head = "".join(f"<th>{h}</th>" for h in ("SUT", "N", "sustained", "deliveries", "processes"))
     body = "".join(
         "<tr>" + "".join(f"<td class='text'>{cell(c)}</td>" for c in cost_lines(row)) + "</tr>"
-        for row in sorted(rows, key=lambda r: (r.sut, r.fanout))
+        for row in sorted(rows, key=lambda r: (r.sut, r.fanout, r.shown))
     )
     return f"<h2>The cost of fan-out</h2><table><tr>{head}</tr>{body}</table>" + figure_html(
         cost_figure(rows), "fanout-cost"

@@ -42,7 +42,7 @@ class ScenarioDoc(TypedDict):
     settings: dict[str, str]
     partitions: int
     produced: int
-    consumed: int | None
+    consumed: int | None  # every subscription's group's together (the dispatcher's fan-out)
     consumer_started_ns: int  # every time of the scenario counts from here
     first_message_s: float | None
     drained_s: float | None
@@ -59,6 +59,7 @@ class ScenarioDoc(TypedDict):
     # `--subscriptions`: the dispatcher's consumer groups, and seed 003's rule for the 2019
     # dispatcher at as many (partitions x subscriptions x 256 messages x event); absent in
     # scenarios recorded before.
+    folder: NotRequired[str]  # its directory: <consumer>-p<P>, with .fanout-S under fan-out
     subscriptions: NotRequired[int]
     seed_rule_bytes: NotRequired[int]
     seed_rule_formula: NotRequired[str]
@@ -91,7 +92,7 @@ class MemorySummaryRowDoc(ScenarioDoc):
     """memory-summary.json's row: a scenario with its figures from the series the analysis
     made of its samples."""
 
-    scenario: str  # <consumer>-p<partitions>, its folder
+    scenario: str  # its folder (ScenarioDoc's `folder`; <consumer>-p<partitions> before)
 
 
 class MemorySummaryDoc(TypedDict):

@@ -50,8 +50,9 @@ def backlog(
     lab, echo = options.lab, session.echo
     own_kafka = lab.kafka_bootstrap is not None
     bootstrap = session.start_system()  # the broker: a fresh Tansu, or the user's
-    name = f"evbench-{session.run_id}-{options.sut}"
-    group = name if own_kafka else f"memory-{options.sut}"
+    scenario = options.system_dir()  # its own topic and group: one per fan-out too
+    name = f"evbench-{session.run_id}-{scenario}"
+    group = name if own_kafka else f"memory-{scenario}"
     if lab.topic:
         offsets = topic_backlog(bootstrap, lab.topic)
         produced = sum(end - low for low, end in offsets.values())

@@ -127,8 +127,16 @@ def check_system(args: argparse.Namespace, lab: LabSettings) -> None:
         raise EvbenchError(
             "--sut external needs --ingress URL, or --kafka-bootstrap HOST:PORT with --topic"
         )
-    for name in getattr(args, "sut", None) or LOCAL_SUTS:
-        for fanout in fanout_values(args):  # every item of the campaign, before the first
+    suts = (args.sut or LOCAL_SUTS) if hasattr(args, "sut") else ()  # memory: none of them
+    fanouts = fanout_values(args)
+    if "external" in suts and len(fanouts) > 1:
+        raise EvbenchError(
+            f"--sut external with --subscribers {','.join(map(str, fanouts))}: your system is "
+            "set up for one N at a time; run each N on its own (--subscribers N), pointing its "
+            "subscriptions at the URLs the run prints"
+        )
+    for name in suts:
+        for fanout in fanouts:  # every item of the campaign, before the first
             if problem := driver_for(name).settings_problem(replace(lab, fanout=fanout)):
                 raise EvbenchError(problem)
     for flag, settings in (("--producer", lab.producer), ("--consumer", lab.consumer)):

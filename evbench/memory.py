@@ -1,13 +1,16 @@
 """`evbench memory`: how much memory a Kafka consumer takes to drain a backlog (seeds 000/001).
 
-Per scenario (a consumer and a partition count): a fresh Tansu broker, a topic of P partitions
+Per scenario (a consumer, a partition count and, for the dispatcher, a number of subscriptions:
+a consumer group each, seed 003's sizing): a fresh Tansu broker, a topic of P partitions
 filled as fast as it takes 8 KB events for the fill time (or N events), then one consumer,
 started only now as the seed's source was, consuming for the consume time. Every second the
 consumer's memory is read from /proc (RSS, USS, anonymous RSS, the kernel's high-water mark)
 next to what the consumer says of itself (consumed, Python heap, librdkafka's fetch queue);
 every 5 s a line is printed, as the seed reported. At the end: the lag per partition (printed
 as `kafka-consumer-groups --describe` prints it), the partitions never consumed, the idle,
-peak and post-drain figures, and the predicted buffer bound next to the measured peak.
+peak and post-drain figures, and the predicted buffer bound next to the measured peak. With
+several subscriptions, `consumed` counts every group's deliveries (drained at S x the backlog),
+while the lag is the first group's.
 """
 
 from __future__ import annotations
@@ -73,8 +76,9 @@ def run_memory(options: MemoryOptions, echo: Echo) -> tuple[Path, list[FailedSce
 
 
 class _Scenarios:
-    """`memory`'s campaign policy: one session per scenario (a consumer, a partition count),
-    every one recorded in memory.json, a failed one too, so the campaign goes on after it."""
+    """`memory`'s campaign policy: one session per scenario (a consumer, a partition count, a
+    fan-out), every one recorded in memory.json, a failed one too, so the campaign goes on
+    after it."""
 
     noun = "scenario"
 
@@ -88,7 +92,7 @@ class _Scenarios:
             item.system_dir(): (spec, partitions, item)
             for partitions in counts
             for spec in options.consumers
-            for fanout in options.fanouts or (options.lab.fanout,)
+            for fanout in options.campaign_fanouts()
             for item in [replace(options, sut=f"{spec.name}-p{partitions}").fanned(fanout)]
         }
         self.rows: list[ScenarioDoc] = []
@@ -220,7 +224,7 @@ def _consume(
 
 
 def _follow_consumer(
-    consume_s: float, consumer: Consumer, produced: int, started_ns: int, session: Session
+    consume_s: float, consumer: Consumer, expected: int, started_ns: int, session: Session
 ) -> tuple[list[tuple[float, int]], float | None, int | None]:
     """The consumer's samples (the session's sampler takes one a second) for the consume time
     or until it dies: (seconds since its start, RSS) series, when it drained, its high-water
@@ -240,12 +244,12 @@ def _follow_consumer(
             series.append((now_s, sample.rss_bytes))
             hwm = sample.hwm_bytes
             consumed = sample.consumed or 0
-            if drained_s is None and consumed >= produced:
+            if drained_s is None and consumed >= expected:
                 drained_s = now_s
             if now_s - last_report >= _REPORT_EVERY_S:
                 last_report = now_s
                 echo(
                     f"  {now_s:5.0f} s  rss {sample.rss_bytes / 2**20:7.1f} MiB  uss "
-                    f"{(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{produced}"
+                    f"{(sample.uss_bytes or 0) / 2**20:7.1f} MiB  consumed {consumed}/{expected}"
                 )
     return series, drained_s, hwm

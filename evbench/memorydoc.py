@@ -55,8 +55,7 @@ def scenario_doc(
         ),
         subscriptions,
     )
-    seed_rule = sarama(partitions, subscriptions, SARAMA_BUFFER_MESSAGES, options.event_bytes)
-    return {
+    doc: ScenarioDoc = {
         "consumer": spec.name,
         "client": spec.client,
         "settings": dict(spec.settings),
@@ -77,15 +76,19 @@ def scenario_doc(
         "figures": cast(MemoryFiguresDoc, asdict(figures)) if figures else None,
         "predicted_buffer_bytes": prediction.buffer_bytes,
         "predicted_formula": prediction.formula,
+        "folder": options.system_dir(),
         "subscriptions": subscriptions,
-        "seed_rule_bytes": seed_rule.buffer_bytes,
-        "seed_rule_formula": seed_rule.formula,
         "memory_limit_bytes": None if lab else options.bare.memory_limit_bytes,
         "malloc_arena_max": options.malloc_arena_max,
         "fill_s": 0.0,
         "lag": [],
         "never_consumed": [],
     }
+    if spec.client == "dispatcher":  # seed 003's rule for the 2019 dispatcher at as many
+        seed_rule = sarama(partitions, subscriptions, SARAMA_BUFFER_MESSAGES, options.event_bytes)
+        doc["seed_rule_bytes"] = seed_rule.buffer_bytes
+        doc["seed_rule_formula"] = seed_rule.formula
+    return doc
 
 
 def say(result: ScenarioDoc, group: str, topic: str, echo: Echo) -> None:

@@ -73,6 +73,10 @@ class SessionOptions:
         """This session's directory name in its run (contract.layout.fanout_dir_name)."""
         return fanout_dir_name(self.sut, self.lab.fanout, self.fanouts)
 
+    def campaign_fanouts(self) -> tuple[int, ...]:
+        """The fan-outs the campaign runs in turn: this session's alone when none was given."""
+        return self.fanouts or (self.lab.fanout,)
+
     def fanned(self, fanout: int) -> Self:
         """These options for one item of a campaign over fan-outs."""
         return replace(self, lab=replace(self.lab, fanout=fanout))

@@ -173,7 +173,7 @@ class _Matrix:
         self.runs: dict[str, RunOptions] = {}
         for k in range(1, opts.repeats + 1):
             for sut in suts:
-                for fanout in opts.fanouts or (opts.lab.fanout,):
+                for fanout in opts.campaign_fanouts():
                     item = replace(self.opts, sut=sut, repeat=k).fanned(fanout)
                     self.runs[repeat_dir_name(item.system_dir(), k, opts.repeats)] = item
         self.dirs = {n: sut_dir_for(opts.runs_dir, run_id, opts.pace.name, n) for n in self.runs}

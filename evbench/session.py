@@ -141,10 +141,7 @@ class Session:
         self._policy_steps.callback(step)
 
     def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool:
         return bool(self.teardown.__exit__(kind, exc, tb))
 
@@ -282,11 +279,12 @@ class Session:
     # the system -------------------------------------------------------------------------------
     def start_system(self) -> str:
         """The system (a lab driver, or the user's external target), subscribed to the
-        receiver; returns where senders send. A restarted system gets names of its own: a
-        topic and group on a broker that is not restarted with it already hold the last
-        one's."""
+        receiver; returns where senders send. A restarted system, and a campaign's item
+        (`.fanout-10`), gets names of its own: a topic and group on a broker not restarted
+        with it (--kafka-bootstrap) already hold the last one's."""
         opts = self.opts
-        run_id = self.run_id if not self.restarts else f"{self.run_id}-r{self.restarts}"
+        item = self.sut_dir.root.name.removeprefix(opts.sut)
+        run_id = f"{self.run_id}{item}" + (f"-r{self.restarts}" if self.restarts else "")
         sut = self.make(opts.sut, opts.lab, self.sut_dir.logs, run_id, opts.receiver_host)
         self.sut = sut
         subscriber = self.outcome.receiver_url

@@ -159,7 +159,8 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
             type=count_list("subscriber counts"),
             metavar="N[,N...]",
             help="deliveries per event, each to a path of its own at the receiver: a channel's "
-            "subscriptions, a broker's triggers (--triggers is the same flag); several, as in "
+            "subscriptions, a broker's triggers (--triggers and --subscriptions are the same "
+            "flag); several, as in "
             "1,10,50, run each in turn under one run id, and the index draws the fan-out's cost "
             "against N",
         ),
@@ -189,7 +190,7 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
 )
 
 # Other names a user may give a lab flag: a broker's subscriptions are its triggers.
-FLAG_ALIASES: dict[str, tuple[str, ...]] = {"fanout": ("--triggers",)}
+FLAG_ALIASES: dict[str, tuple[str, ...]] = {"fanout": ("--triggers", "--subscriptions")}
 
 # (ComponentSettings field, flag, argparse keywords): what only a component has.
 COMPONENT_FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 from contract.errors import EvbenchError
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
-from evbench.lab_args import add_lab_arguments
+from evbench.lab_args import add_lab_arguments, fanout_values
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
 from runtime.argtypes import at_least_one, count_list, payload_bytes, positive_seconds
+from suts.consumers.predict import SARAMA_BUFFER_MESSAGES
 
 if TYPE_CHECKING:  # the command's imports are deferred: --help must not load the clients
     from evbench.consumers import ConsumerSpec
@@ -21,13 +22,6 @@ _FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--partitions", dict(
         type=count_list("partition counts"), default=(1, 50, 100), metavar="P,P",
         help="partition counts of the topic, one scenario each (default 1,50,100)",
-    )),
-    ("--subscriptions", dict(
-        type=count_list("subscription counts"), default=(1,), metavar="S,S",
-        help="the dispatcher only: subscriptions to the channel, one scenario each, every one a "
-        "consumer group of the dispatcher's own delivering to a path of its own at the "
-        "receiver; the table puts seed 003's sizing rule (partitions x subscriptions x 256 "
-        "messages x event size) beside the measured peak (default 1)",
     )),
     ("--consumers", dict(
         default="source",
@@ -85,7 +79,11 @@ def add(commands: Subcommands) -> None:
         "draining it while its RSS, USS and high-water mark are sampled every second. Prints "
         "a line every 5 s, the lag per partition as kafka-consumer-groups prints it, and a "
         "table of idle, peak and post-drain memory next to the predicted buffer bound. The "
-        "defaults are seed 000's matrix (1, 50 and 100 partitions, 120 s fill, 250 s drain).",
+        "defaults are seed 000's matrix (1, 50 and 100 partitions, 120 s fill, 250 s drain). "
+        "--subscriptions S,S (the dispatcher only): a scenario per count, each subscription a "
+        "consumer group of the dispatcher's own delivering to a path of its own at the "
+        "receiver, and the table puts seed 003's sizing rule (partitions x subscriptions x "
+        f"{SARAMA_BUFFER_MESSAGES} messages x event size) beside the measured peak.",
     )
     add_flags(memory, _FLAGS)
     fill = memory.add_mutually_exclusive_group()
@@ -103,7 +101,9 @@ def add(commands: Subcommands) -> None:
         metavar="N",
         help="fill the topic with N events instead (never more than --max-backlog-mib)",
     )
-    add_lab_arguments(memory, only=("kafka_bootstrap", "topic", "replication"))
+    # --subscriptions S,S (the lab's --subscribers): the dispatcher's, one scenario each, a
+    # consumer group per subscription; the table puts seed 003's rule beside the peak.
+    add_lab_arguments(memory, only=("kafka_bootstrap", "topic", "replication", "fanout"))
     memory.add_argument(
         "--keep-topics",
         action="store_true",
@@ -160,19 +160,16 @@ def main(args: argparse.Namespace) -> int:
     from evbench.options import MemoryOptions
 
     specs = _checked_specs(args)
-    if max(args.subscriptions) > 1 and (
-        others := [s.name for s in specs if s.client != "dispatcher"]
-    ):
+    fanouts = fanout_values(args)
+    if max(fanouts) > 1 and (others := [s.name for s in specs if s.client != "dispatcher"]):
         raise EvbenchError(
-            f"--subscriptions {','.join(map(str, args.subscriptions))}: only the dispatcher has "
-            f"subscriptions (a consumer group each); drop {', '.join(others)} from --consumers, "
-            "or run them apart"
+            f"--subscriptions {','.join(map(str, fanouts))}: only the dispatcher has "
+            f"subscriptions (a consumer group each), not {', '.join(others)}: give "
+            "--consumers dispatcher"
         )
     _note_bare_only(args, [s.name for s in specs if s.client in LAB_CONSUMERS])
     options = MemoryOptions(
-        # run_id None: the next free one, worked out by run_memory; the lab's fan-out is
-        # the dispatcher's subscriptions, one scenario each
-        **{**session_kwargs(args), "fanouts": args.subscriptions},
+        **session_kwargs(args),  # run_id None: the next free one, worked out by run_memory
         partitions=args.partitions,
         consumers=specs,
         fill_s=args.fill,

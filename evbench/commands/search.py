@@ -217,7 +217,7 @@ class _Systems:
         self.searches = {
             item.system_dir(): item
             for sut in suts
-            for fanout in first.fanouts or (first.lab.fanout,)
+            for fanout in first.campaign_fanouts()
             for item in [replace(first, sut=sut).fanned(fanout)]
         }
 

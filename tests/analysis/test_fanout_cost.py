@@ -20,6 +20,7 @@ from analysis.fanout_cost import (
 from analysis.repeats import repeat_groups, shown_name, system_name
 from contract.errors import EvbenchError
 from contract.layout import fanout_dir_name
+from contract.units import NS_PER_S
 from evbench.cli import build_parser
 from evbench.options import RunOptions, SearchOptions
 from evbench.runner import _Matrix
@@ -28,8 +29,6 @@ from evbench.session_args import session_kwargs
 from loadgen.pace import resolve_pace
 from runtime.argtypes import count_list
 from suts.lab import LabSettings
-
-S = 1_000_000_000  # ns
 
 
 @pytest.mark.parametrize(
@@ -118,16 +117,18 @@ def test_a_searchs_items_are_every_system_at_every_fan_out(tmp_path):
     assert systems.dir("broker-imc.fanout-5").root == tmp_path / "s-search" / "broker-imc.fanout-5"
 
 
-def _summary(sut: str, fanout: int, **extra) -> dict:
+def _summary(sut: str, fanout: int, matching: int | None = None, **extra) -> dict:
     summary = {
         "sut": sut,
-        "counts": {"received": 1000},
+        "counts": {"received": 1000, "duplicates": 7},
         "max_sustainable_rate_per_s": 500.0,
         **extra,
     }
     if fanout > 1:
+        taking = fanout if matching is None else matching
         summary["subscribers"] = [
-            {"counts": {"delivered": 1000, "duplicates": n}} for n in range(fanout)
+            {"counts": {"delivered": 1000, "duplicates": n}, "matches": n < taking}
+            for n in range(fanout)
         ]
     return summary
 
@@ -145,8 +146,9 @@ def test_a_systems_fan_out_names_it_apart_and_groups_its_repeats_apart():
 
 
 def test_deliveries_and_capacity_from_a_run_or_a_search():
-    assert deliveries(_summary("b", 1)) == 1000
-    assert deliveries(_summary("b", 3)) == 3 * 1000 + (0 + 1 + 2)  # duplicates are deliveries
+    # Duplicates are deliveries too, with one subscriber or several.
+    assert deliveries(_summary("b", 1)) == 1000 + 7
+    assert deliveries(_summary("b", 3)) == 3 * 1000 + (0 + 1 + 2)
     assert capacity(_summary("b", 1)) == (500, False)
     assert capacity(_summary("b", 1, max_sustainable_rate_per_s=None)) == (None, False)
     searched = {"result": {"max_sustainable_per_s": 2100}}
@@ -155,7 +157,7 @@ def test_deliveries_and_capacity_from_a_run_or_a_search():
 
 
 def _sample(process: str, t_s: float, cpu: float, rss: int) -> dict:
-    return {"process": process, "t_ns": int(t_s * S), "cpu_percent": cpu, "rss_bytes": rss,
+    return {"process": process, "t_ns": int(t_s * NS_PER_S), "cpu_percent": cpu, "rss_bytes": rss,
             "pid": 1}  # fmt: skip
 
 
@@ -183,7 +185,9 @@ def test_the_system_processes_cost_without_the_instruments():
     row = cost_row(_summary("broker-imc", 2), samples)  # 2,001 deliveries
     assert row.cpu_s_per_1k("filter") == pytest.approx(2.0 * 1000 / 2001)
     cells = cost_lines(row)
-    assert cells[:4] == ["broker-imc", "2", "500/s (1,000 deliveries/s)", "2,001"]
+    assert cells[:4] == [
+        "broker-imc (2 subscribers)", "2", "500/s (1,000 deliveries/s)", "2,001",
+    ]  # fmt: skip
     assert "filter: 1.000 CPU s per 1,000 deliveries, mean 100 % of a core" in cells[4]
     assert process_costs([_sample("filter", 1.0, 50.0, 7)]) == {
         "filter": ProcessCost(cpu_s=0.0, cpu_mean_percent=0.0, rss_peak_bytes=7)
@@ -197,6 +201,36 @@ def test_only_systems_measured_at_several_fan_outs_get_a_cost():
 
 
 def test_a_cost_row_of_a_system_that_delivered_nothing():
-    row = cost_row(_summary("b", 1, counts={"received": 0}), [_sample("filter", 1.0, 0.0, 1)])
+    nothing = {"received": 0, "duplicates": 0}
+    row = cost_row(_summary("b", 1, counts=nothing), [_sample("filter", 1.0, 0.0, 1)])
     assert row.cpu_s_per_1k("filter") is None
     assert "- CPU s per 1,000 deliveries" in cost_lines(row)[4]
+
+
+def test_only_the_triggers_that_take_the_events_multiply_the_deliveries():
+    row = cost_row(_summary("broker-imc", 10, matching=9), [])
+    assert (row.fanout, row.takers) == (10, 9)
+    assert cost_lines(row)[2] == "500/s (4,500 deliveries/s)"
+    assert cost_lines(row)[4] == "not sampled"
+
+
+def test_the_cost_counts_from_the_schedules_start():
+    # Starting the system (joining its consumer groups) is not the deliveries' cost.
+    samples = [
+        _sample("dispatcher", 1.0, 0.0, 10),
+        _sample("dispatcher", 2.0, 400.0, 900),  # the start: four cores, a peak
+        _sample("dispatcher", 3.0, 0.0, 20),
+        _sample("dispatcher", 4.0, 50.0, 30),
+        _sample("dispatcher", 5.0, 50.0, 30),
+    ]
+    assert process_costs(samples, from_ns=3 * NS_PER_S) == {
+        "dispatcher": ProcessCost(cpu_s=1.0, cpu_mean_percent=50.0, rss_peak_bytes=30)
+    }
+    assert process_costs(samples)["dispatcher"].cpu_s == 5.0
+
+
+def test_a_users_system_runs_one_fan_out_at_a_time(tmp_path):
+    args = _args("--sut", "external", "--ingress", "http://127.0.0.1:9/", "--subscribers",
+                 "1,2", "--runs-dir", str(tmp_path))  # fmt: skip
+    with pytest.raises(EvbenchError, match="your system is set up for one N at a time"):
+        session_kwargs(args)

@@ -9,10 +9,11 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 
 import pytest
 
-from contract.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS
+from contract.records import CONSUMER_LAG_FIELDS, MEMORY_SAMPLE_FIELDS, RECEIVED_FIELDS
 from runtime.parquet import read_parts
 from tests.browser import console_errors, drawn, render
 
@@ -145,6 +146,15 @@ def test_the_dispatchers_subscriptions_each_drain_the_backlog_beside_seed_003s_r
     assert three["predicted_buffer_bytes"] == 3 * one["predicted_buffer_bytes"]
     assert three["predicted_formula"].startswith("3 subscriptions x (")
     assert "seed 003 MiB" in done.stderr  # the table puts the rule beside the peak
+    # Each subscription delivered every event to its own path at the receiver.
+    received = tmp_path / "m-memory" / "dispatcher-p2.fanout-3" / "received"
+    paths = Counter(r["subscriber"] for r in read_parts(received, RECEIVED_FIELDS).to_pylist())
+    assert paths == {f"/subscriber-{n}": 400 for n in (1, 2, 3)}, paths
+    # Analysed by scenario: each folder's series read, none empty.
+    summary = json.loads((tmp_path / "m-memory" / "memory-summary.json").read_text())
+    rows = {row["scenario"]: row for row in summary["scenarios"]}
+    assert set(rows) == {"dispatcher-p2.fanout-1", "dispatcher-p2.fanout-3"}
+    assert all(row["figures"]["peak_bytes"] > 0 for row in rows.values())
 
 
 def test_subscriptions_are_the_dispatchers_alone(tmp_path):
@@ -155,5 +165,6 @@ def test_subscriptions_are_the_dispatchers_alone(tmp_path):
         timeout=60,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "only the dispatcher has subscriptions" in done.stderr and "drop source" in done.stderr
+    assert "only the dispatcher has subscriptions" in done.stderr
+    assert "not source: give --consumers dispatcher" in done.stderr
     assert not (tmp_path / "m-memory").exists()  # refused before anything was made
