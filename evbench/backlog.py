@@ -5,6 +5,7 @@ kept), or the user's existing topic drained as it is; and its lag per partition 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,9 @@ class BacklogBroker(Sut):
 
 
 def backlog_broker(name: str, settings: LabSettings, logs: Path, run_id: str, host: str) -> Sut:
-    """The session's `make` for a memory scenario (whatever its name): its broker."""
-    return BacklogBroker(settings, logs, run_id, host)
+    """The session's `make` for a memory scenario (whatever its name): its broker, which
+    delivers to no one: the scenario's fan-out is its consumer's, a group per subscription."""
+    return BacklogBroker(replace(settings, fanout=1), logs, run_id, host)
 
 
 def fill(bootstrap: str, topic: str, options: MemoryOptions) -> tuple[int, float, dict[int, int]]:
