@@ -45,7 +45,6 @@ class CostRow:
     fanout: int
     takers: int  # of the fanout, those that take the run's events
     capacity_per_s: int | None  # the search's answer, or the run's max sustainable rate
-    searched: bool
     deliveries: int  # every delivery the receiver got, to every subscriber
     processes: dict[str, ProcessCost]  # by role
 
@@ -119,14 +118,13 @@ def fanned_systems(summaries: Sequence[SummaryDoc]) -> set[str]:
 def cost_row(
     summary: SummaryDoc, samples: Sequence[Mapping[str, Any]], from_ns: int | None = None
 ) -> CostRow:
-    rate, searched = capacity(summary)
+    rate, _ = capacity(summary)
     return CostRow(
         sut=summary["sut"],
         shown=shown_name(summary),
         fanout=summary_fanout(summary),
         takers=takers(summary),
         capacity_per_s=rate,
-        searched=searched,
         deliveries=deliveries(summary),
         processes=process_costs(samples, from_ns),
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from contract.errors import EvbenchError
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import add_verbose_argument
-from evbench.lab_args import add_lab_arguments, fanout_values
+from evbench.lab_args import add_lab_arguments
 from evbench.session_args import add_flags, add_session_arguments, session_kwargs
 from runtime.argtypes import at_least_one, count_list, payload_bytes, positive_seconds
 from suts.consumers.predict import SARAMA_BUFFER_MESSAGES
@@ -160,13 +160,6 @@ def main(args: argparse.Namespace) -> int:
     from evbench.options import MemoryOptions
 
     specs = _checked_specs(args)
-    fanouts = fanout_values(args)
-    if max(fanouts) > 1 and (others := [s.name for s in specs if s.client != "dispatcher"]):
-        raise EvbenchError(
-            f"--subscriptions {','.join(map(str, fanouts))}: only the dispatcher has "
-            f"subscriptions (a consumer group each), not {', '.join(others)}: give "
-            "--consumers dispatcher"
-        )
     _note_bare_only(args, [s.name for s in specs if s.client in LAB_CONSUMERS])
     options = MemoryOptions(
         **session_kwargs(args),  # run_id None: the next free one, worked out by run_memory
@@ -185,12 +178,19 @@ def main(args: argparse.Namespace) -> int:
         malloc_arena_max=args.malloc_arena_max,
         keep_topics=args.keep_topics,
     )
+    fanouts = options.campaign_fanouts()
+    if max(fanouts) > 1 and (others := [s.name for s in specs if s.client != "dispatcher"]):
+        raise EvbenchError(
+            f"--subscriptions {','.join(map(str, fanouts))}: only the dispatcher has "
+            f"subscriptions (a consumer group each), not {', '.join(others)}: give "
+            "--consumers dispatcher"
+        )
     root, failed = run_memory(options, echo)
     echo(f"-> {root}")
     if failed:
         echo(f"{len(failed)} scenario(s) failed: {', '.join(f['scenario'] for f in failed)}")
     code = 0
-    scenarios = len(options.partitions) * len(specs) * len(options.fanouts)
+    scenarios = len(options.partitions) * len(specs) * len(fanouts)
     if not args.no_analyze and len(failed) < scenarios:
         from evbench.commands.analyze import analyze_memory_path
 

@@ -32,15 +32,15 @@ def _memory(tmp_path, *args: str) -> list[str]:
     ]  # fmt: skip
 
 
+def _ran(tmp_path, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_memory(tmp_path, *args), capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
+
+
 @pytest.mark.browser
 @pytest.mark.spark  # the run ends by analysing
 def test_a_short_scenario_records_series_figures_and_lag(tmp_path):
-    done = subprocess.run(
-        _memory(tmp_path, "--consumers", ",".join(CONSUMERS)),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )  # fmt: skip
+    done = _ran(tmp_path, "--consumers", ",".join(CONSUMERS))
     assert done.returncode == 0, done.stderr[-3000:]
     for name in (f"{c}-p2" for c in CONSUMERS):
         scenario = tmp_path / "m-memory" / name
@@ -107,12 +107,7 @@ def test_a_consumer_under_a_too_small_memory_limit_is_reported_with_its_starved_
 ):
     # 40 MiB of data segment holds the interpreter and the client but not librdkafka's broker
     # threads (their stacks count): the consumer lives on, says why, and reads nothing.
-    done = subprocess.run(
-        _memory(tmp_path, "--consumers", "confluent", "--memory-limit-mib", "40", "--no-analyze"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = _ran(tmp_path, "--consumers", "confluent", "--memory-limit-mib", "40", "--no-analyze")
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((tmp_path / "m-memory" / "confluent-p2" / "scenario.json").read_text())
     assert result["memory_limit_bytes"] == 40 * 2**20
@@ -124,12 +119,7 @@ def test_a_consumer_under_a_too_small_memory_limit_is_reported_with_its_starved_
 
 @pytest.mark.spark  # the run ends by analysing
 def test_the_dispatchers_subscriptions_each_drain_the_backlog_beside_seed_003s_rule(tmp_path):
-    done = subprocess.run(
-        _memory(tmp_path, "--consumers", "dispatcher", "--subscriptions", "1,3"),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )  # fmt: skip
+    done = _ran(tmp_path, "--consumers", "dispatcher", "--subscriptions", "1,3")
     assert done.returncode == 0, done.stderr[-3000:]
     results = {
         n: json.loads((tmp_path / "m-memory" / f"dispatcher-p2.fanout-{n}" / "scenario.json")
@@ -158,12 +148,7 @@ def test_the_dispatchers_subscriptions_each_drain_the_backlog_beside_seed_003s_r
 
 
 def test_subscriptions_are_the_dispatchers_alone(tmp_path):
-    done = subprocess.run(
-        _memory(tmp_path, "--consumers", "dispatcher,source", "--subscriptions", "2"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )  # fmt: skip
+    done = _ran(tmp_path, "--consumers", "dispatcher,source", "--subscriptions", "2", timeout_s=60)
     assert done.returncode == 2, done.stderr
     assert "only the dispatcher has subscriptions" in done.stderr
     assert "not source: give --consumers dispatcher" in done.stderr
