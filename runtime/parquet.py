@@ -12,6 +12,13 @@ parts would: the open rolled file is a dot-name, never read, and `part_files` ne
 part a rolled file holds. The roll costs a second encoding of each part's rows on the writer's
 thread (no burst, no rows kept in memory: an open Parquet writer keeps only row-group
 metadata); the owner calls `roll()` on a normal stop.
+
+The writer names its files with strings (`os.path.join`), never `pathlib.Path`: Python 3.11's
+pathlib interns every component of a path it builds, and a name made once a second (and its
+temp name) leaves a dead entry in the interpreter's table of interned strings, ~44,000 of
+which fill it. It then doubles: a 0.9 MiB table became 1.8 MiB in the sender and the receiver
+~37 minutes into an hour at 2,000/s, +0.9 MiB each, the step left in their hour's RSS slope
+(`benchmarks/soak.py`). Paths the writer hands back are strings for the same reason.
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ class PartWriter:
         self.prefix = safe_component("file name prefix", prefix)
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._dir = os.fspath(self.directory)  # the base of every name made per part
         self.schema = arrow_schema(fields)
         self._dictionary_columns = dictionary_columns(fields)
         self.rows: list[Row] = []
@@ -166,25 +174,27 @@ class PartWriter:
             out.writelines(lines)
         self.rows_quarantined += len(bad)
 
-    def write_batches(self, batches: list[pa.RecordBatch]) -> Path | None:
+    def write_batches(self, batches: list[pa.RecordBatch]) -> str | None:
         """One complete part file (and, when rolling, its rows into the open roll, after the
-        part is safe). Encoding and I/O release the GIL: safe on a worker thread."""
+        part is safe), its path returned. Encoding and I/O release the GIL: safe on a worker
+        thread."""
         rows = sum(b.num_rows for b in batches)
         if rows == 0:
             return None
         table = pa.Table.from_batches(batches, schema=self.schema)
         with self._lock:
             number = self._next_part
-            path = self.directory / partnames.part_name(self.prefix, number)
+            name = partnames.part_name(self.prefix, number)
+            path = os.path.join(self._dir, name)
             # A leading dot hides the temp file from Parquet dataset readers.
-            tmp = self.directory / f".{path.name}.tmp"
+            tmp = os.path.join(self._dir, f".{name}.tmp")
             try:
                 self._encode(table, tmp)
                 os.replace(tmp, path)
             except BaseException:
                 # Nothing half-written stays (a full disk: it would hold the space the retry
                 # needs); the rows go back to the caller, the number to the next try.
-                tmp.unlink(missing_ok=True)
+                _tidy(self._dir, [os.path.basename(tmp)])
                 raise
             self._next_part += 1
             self.rows_written += rows
@@ -196,13 +206,13 @@ class PartWriter:
         HEAP.now_and_then()
         return path
 
-    def write(self, rows: list[Row]) -> Path | None:
+    def write(self, rows: list[Row]) -> str | None:
         return self.write_batches([self.batch(rows)]) if rows else None
 
-    def flush(self) -> Path | None:
+    def flush(self) -> str | None:
         return self.write(self.take())
 
-    def roll(self) -> Path | None:
+    def roll(self) -> str | None:
         """Roll what the open roll holds now (a normal stop); the rolled file, if one was made.
         Never raises: a roll that fails leaves its parts as they are, which hold the rows."""
         with self._lock:
@@ -215,7 +225,7 @@ class PartWriter:
         assert self.roll_s is not None
         try:
             if self._roll is None:
-                tmp = self.directory / partnames.rolling_name(self.prefix, number)
+                tmp = os.path.join(self._dir, partnames.rolling_name(self.prefix, number))
                 self._roll = _Roll(tmp, number, self.schema, self._dictionary_columns)
             self._roll.writer.write_table(table)
             self._roll.last = number
@@ -225,25 +235,25 @@ class PartWriter:
         if time.monotonic() - self._roll.opened_s >= self.roll_s:
             self._finish_roll()
 
-    def _finish_roll(self) -> Path | None:
+    def _finish_roll(self) -> str | None:
         """The open roll closed, renamed into place, and then the parts it holds deleted: a
         kill in between leaves parts that `part_files` no longer counts."""
         roll, self._roll = self._roll, None
         if roll is None:
             return None
-        path = self.directory / partnames.rolled_name(self.prefix, roll.first, roll.last)
+        path = os.path.join(self._dir, partnames.rolled_name(self.prefix, roll.first, roll.last))
         try:
             roll.writer.close()
             if roll.first == roll.last:  # one part: already a file of its own
-                roll.tmp.unlink()
+                os.unlink(roll.tmp)
                 return None
             os.replace(roll.tmp, path)
         except Exception:
             self.roll_errors += 1
-            _tidy(self.directory, [roll.tmp.name])
+            _tidy(self._dir, [os.path.basename(roll.tmp)])
             return None
         self.rolls_written += 1
-        _tidy(self.directory, [partnames.part_name(self.prefix, n) for n in roll.numbers()])
+        _tidy(self._dir, [partnames.part_name(self.prefix, n) for n in roll.numbers()])
         return path
 
     def _give_up_roll(self) -> None:
@@ -254,14 +264,14 @@ class PartWriter:
         if roll is not None:
             with contextlib.suppress(Exception):
                 roll.writer.close()
-            _tidy(self.directory, [roll.tmp.name])
+            _tidy(self._dir, [os.path.basename(roll.tmp)])
 
 
 class _Roll:
     """The rolled file being written (a hidden name): parts first..last, a row group each."""
 
     def __init__(
-        self, tmp: Path, first: int, schema: pa.Schema, dictionary_columns: list[str]
+        self, tmp: str, first: int, schema: pa.Schema, dictionary_columns: list[str]
     ) -> None:
         self.tmp = tmp
         self.first = self.last = first
@@ -271,19 +281,19 @@ class _Roll:
                 tmp, schema, compression="snappy", use_dictionary=dictionary_columns
             )
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            _tidy(os.path.dirname(tmp), [os.path.basename(tmp)])
             raise
 
     def numbers(self) -> range:
         return range(self.first, self.last + 1)
 
 
-def _tidy(directory: Path, names: Sequence[str]) -> None:
+def _tidy(directory: str | os.PathLike[str], names: Sequence[str]) -> None:
     """Delete these files of `directory` if they are there; what cannot be deleted stays (the
-    listing rule already leaves it out)."""
+    listing rule already leaves it out). Joined as strings: see the module's doc."""
     for name in names:
-        with contextlib.suppress(OSError):
-            (directory / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # FileNotFoundError included: already gone
+            os.unlink(os.path.join(directory, name))
 
 
 def _jsonable(names: list[str], row: Row) -> dict[str, object] | list[str]:

@@ -1,4 +1,5 @@
 import typing
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -84,9 +85,9 @@ def test_each_flush_is_a_complete_part_and_rows_survive(tmp_path):
     writer = PartWriter(tmp_path, SENT_FIELDS, prefix="sent-w0")
     for seq in range(5):
         writer.append(_sent_row(seq))
-    first = writer.flush()
+    first = Path(writer.flush())
     writer.append(_sent_row(5, ack=None))
-    second = writer.flush()
+    second = Path(writer.flush())
     assert writer.flush() is None  # nothing buffered, nothing written
     assert [p.name for p in part_files(tmp_path)] == [first.name, second.name]
     table = read_parts(tmp_path, SENT_FIELDS)
@@ -96,14 +97,14 @@ def test_each_flush_is_a_complete_part_and_rows_survive(tmp_path):
     # a second writer into the same directory never overwrites
     again = PartWriter(tmp_path, SENT_FIELDS, prefix="sent-w0")
     again.append(_sent_row(6))
-    assert again.flush().name not in {first.name, second.name}
+    assert Path(again.flush()).name not in {first.name, second.name}
     assert read_parts(tmp_path, SENT_FIELDS).num_rows == 7
 
 
 def test_truncated_file_is_named(tmp_path):
     writer = PartWriter(tmp_path, SENT_FIELDS)
     writer.append(_sent_row(0))
-    path = writer.flush()
+    path = Path(writer.flush())
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(RecordFileError, match=path.name):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -83,15 +84,17 @@ def test_a_kill_between_the_roll_and_its_deletes_counts_no_row_twice(tmp_path):
         writer.write(_rows(first, 5))
     parts = {p.name: p.read_bytes() for p in part_files(out)}
     assert len(parts) == 3
-    rolled = writer.roll()
-    assert rolled is not None and rolled.name == "rx-000000-000002.rolled.parquet"
+    rolled_path = writer.roll()
+    assert rolled_path is not None
+    rolled = Path(rolled_path)
+    assert rolled.name == "rx-000000-000002.rolled.parquet"
     for name, data in parts.items():  # as a kill before the deletes leaves the directory
         (out / name).write_bytes(data)
     assert [p.name for p in part_files(out)] == [rolled.name]
     assert sorted(_ids(out)) == sorted(f"e-{i}" for i in range(15))
     # A writer that starts there again numbers after the roll and clears the leftovers.
     again = PartWriter(out, RECEIVED_FIELDS, prefix="rx", roll_s=3600)
-    assert again.write(_rows(15, 1)) == out / "rx-000003.parquet"
+    assert again.write(_rows(15, 1)) == str(out / "rx-000003.parquet")
     assert _names(out) == [".rx-000003.rolling.tmp", rolled.name, "rx-000003.parquet"]
 
 
@@ -124,6 +127,32 @@ def test_a_writer_without_roll_s_keeps_one_file_per_flush(tmp_path):
         writer.write(_rows(first, 1))
     assert writer.roll() is None
     assert _names(out) == [f"rx-00000{i}.parquet" for i in range(3)]
+
+
+def test_the_writer_interns_none_of_the_names_it_makes_per_part(tmp_path, monkeypatch):
+    """pathlib interns every component of a path it builds; a name made each second leaves a
+    dead entry in the interpreter's interned-string table, which doubles once they fill it
+    (runtime.parquet's doc). Parts, temp names, rolls and their deletes all go by strings."""
+    out = tmp_path / "received"
+    writer = PartWriter(out, RECEIVED_FIELDS, prefix="rx", roll_s=3600)
+    interned: list[str] = []
+    real_intern = sys.intern
+
+    def intern(name: str) -> str:
+        interned.append(name)
+        return real_intern(name)
+
+    # Not a probe of pathlib alone: the same patch sees what a Path would intern here.
+    monkeypatch.setattr(sys, "intern", intern)
+    assert (out / "rx-probe.parquet").name and "rx-probe.parquet" in interned
+    interned.clear()
+    paths = [writer.write(_rows(first, 2)) for first in range(0, 10, 2)]
+    rolled = writer.roll()
+    monkeypatch.undo()
+    assert [name for name in interned if "rx-" in name] == []
+    assert all(isinstance(p, str) for p in [*paths, rolled])
+    assert _names(out) == ["rx-000000-000004.rolled.parquet"]
+    assert sorted(_ids(out)) == sorted(f"e-{i}" for i in range(10))
 
 
 def test_the_sent_recorder_rolls_at_its_close(tmp_path, monkeypatch):
