@@ -28,8 +28,9 @@ steps of 0.3-1 MiB tens of minutes apart (`benchmarks/soak.py`, its smaps by kin
 goes back only once every object in it is dead, so each new high of live small objects (a burst
 of requests in flight) leaves one kept. On malloc those objects share the C heap, whose free
 pages the trim above hands back 4 KiB at a time. The hour again on malloc: slopes +1.1 and
-+1.8 MiB/h (+1.2 and +2.1 before), the anonymous maps +0.92 MiB each (+1.21 and +2.37), what
-is left of them one mapping that grew +1.84 MiB in both processes alike (not yet named).
++1.8 MiB/h (+1.2 and +2.1 before), the anonymous maps +0.92 MiB each (+1.21 and +2.37). That
++0.92 MiB, alike in both, was not an allocator's: it was the interpreter's table of interned
+strings doubling once, filled with the dead names of record files (runtime/parquet.py's doc).
 Priced with `benchmarks/sender_rate.py` (CPU per 1,000 events unchanged, 0.039-0.042 s at
 20,000/s) and `benchmarks/receiver_rate.py` (77,500-82,300 against 86,700-89,600 events/s:
 ~9 %, still far beyond the systems measured).
