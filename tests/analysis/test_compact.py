@@ -45,7 +45,7 @@ def _received_row(event_id: str, n: int) -> ReceivedRow:
 def _written(writer: PartWriter, rows: list) -> Path:
     path = writer.write(rows)
     assert path is not None  # rows are never empty here
-    return path
+    return Path(path)
 
 
 def _sent_parts(directory, steps_per_part):

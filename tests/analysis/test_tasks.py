@@ -74,7 +74,7 @@ def _written(writer: PartWriter, rows: list) -> Path:
     """A part file of `rows` (never empty here)."""
     path = writer.write(rows)
     assert path is not None
-    return path
+    return Path(path)
 
 
 def _records(directory, sent, received):
