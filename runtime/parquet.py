@@ -15,10 +15,11 @@ metadata); the owner calls `roll()` on a normal stop.
 
 The writer names its files with strings (`os.path.join`), never `pathlib.Path`: Python 3.11's
 pathlib interns every component of a path it builds, and a name made once a second (and its
-temp name) leaves a dead entry in the interpreter's table of interned strings, ~44,000 of
-which fill it. It then doubles: a 0.9 MiB table became 1.8 MiB in the sender and the receiver
-~37 minutes into an hour at 2,000/s, +0.9 MiB each, the step left in their hour's RSS slope
-(`benchmarks/soak.py`). Paths the writer hands back are strings for the same reason.
+temp name) leaves a dead entry in the interpreter's table of interned strings; ~6,700 of them
+beside its ~37,000 live strings fill it. It then doubles: a 0.9 MiB table became 1.8 MiB in
+the sender and the receiver ~37 minutes into an hour at 2,000/s, +0.9 MiB each, the step left
+in their hour's RSS slope (`benchmarks/soak.py`). Paths the writer hands back are strings for
+the same reason.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ class PartWriter:
             except BaseException:
                 # Nothing half-written stays (a full disk: it would hold the space the retry
                 # needs); the rows go back to the caller, the number to the next try.
-                _tidy(self._dir, [os.path.basename(tmp)])
+                _remove(tmp)
                 raise
             self._next_part += 1
             self.rows_written += rows
@@ -250,7 +251,7 @@ class PartWriter:
             os.replace(roll.tmp, path)
         except Exception:
             self.roll_errors += 1
-            _tidy(self._dir, [os.path.basename(roll.tmp)])
+            _remove(roll.tmp)
             return None
         self.rolls_written += 1
         _tidy(self._dir, [partnames.part_name(self.prefix, n) for n in roll.numbers()])
@@ -264,7 +265,7 @@ class PartWriter:
         if roll is not None:
             with contextlib.suppress(Exception):
                 roll.writer.close()
-            _tidy(self._dir, [os.path.basename(roll.tmp)])
+            _remove(roll.tmp)
 
 
 class _Roll:
@@ -281,7 +282,7 @@ class _Roll:
                 tmp, schema, compression="snappy", use_dictionary=dictionary_columns
             )
         except BaseException:
-            _tidy(os.path.dirname(tmp), [os.path.basename(tmp)])
+            _remove(tmp)
             raise
 
     def numbers(self) -> range:
@@ -292,8 +293,13 @@ def _tidy(directory: str | os.PathLike[str], names: Sequence[str]) -> None:
     """Delete these files of `directory` if they are there; what cannot be deleted stays (the
     listing rule already leaves it out). Joined as strings: see the module's doc."""
     for name in names:
-        with contextlib.suppress(OSError):  # FileNotFoundError included: already gone
-            os.unlink(os.path.join(directory, name))
+        _remove(os.path.join(directory, name))
+
+
+def _remove(path: str) -> None:
+    """Delete one file if it is there; what cannot be deleted stays (see `_tidy`)."""
+    with contextlib.suppress(OSError):  # FileNotFoundError included: already gone
+        os.unlink(path)
 
 
 def _jsonable(names: list[str], row: Row) -> dict[str, object] | list[str]:
