@@ -9,6 +9,8 @@ what the run wrote itself:
   the first minute (--settle-s) in MiB per hour and in bytes per event sent (the goal for a
   soak: <= 1 MiB per hour);
 - the sender's summary per step: achieved rate, lag p99 and max, collections inside the step;
+- the receiver's own collections (count, longest) and the publish latency's tail from the sent
+  records (on `direct` the receiver is the system: that tail is the instruments' own);
 - the record files per side;
 - with analysis: its wall time, the peak RSS of its process tree, and the report's size;
 - where the instruments' resident memory went (--maps-every-s): their /proc/PID/smaps read
@@ -43,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -264,6 +267,35 @@ def sender_steps(summary: dict[str, Any]) -> None:
         )
 
 
+def receiver_pauses(stats: dict[str, Any]) -> None:
+    """The receiver's own collections (receivers/pauses.py): the longest held its loop, so no
+    event was stamped meanwhile."""
+    if "gc_pauses" not in stats:
+        return
+    print(
+        f"  receiver: collections {stats['gc_pauses']}, longest {stats['gc_pause_max_ms']} ms; "
+        f"{stats['gc_frozen_objects']} start-up objects kept out of them"
+    )
+
+
+def publish_tail(sut_dir: Path) -> None:
+    """Publish latency (ack - sent) of the run's answered events, from the sent records: on
+    `direct` the receiver is the system, so its tail is the instruments' own."""
+    files = part_files(sut_dir / "sent")
+    if not files:
+        return
+    table = pq.read_table(files, columns=["sent_ns", "ack_ns"])
+    took_ns = pc.drop_null(pc.subtract(table["ack_ns"], table["sent_ns"]))
+    if not len(took_ns):
+        return
+    ms = took_ns.to_numpy() / 1e6
+    p99, p999, p9999 = np.percentile(ms, [99, 99.9, 99.99])
+    print(
+        f"  publish latency (ack - sent): p99 {p99:.2f} ms, p99.9 {p999:.2f} ms, "
+        f"p99.99 {p9999:.2f} ms, max {ms.max():.2f} ms ({len(ms)} answered)"
+    )
+
+
 def record_files(sut_dir: Path) -> None:
     counts = {side: len(part_files(sut_dir / side)) for side in ("sent", "received", "samples")}
     print(
@@ -287,6 +319,8 @@ def report(sut_dir: Path, settle_s: float) -> None:
     end_ns = start_ns + int(run["pace"]["duration_s"] * NS_PER_S)
     instruments(sut_dir, (start_ns + int(settle_s * NS_PER_S), end_ns), events_per_s)
     sender_steps(summary)
+    receiver_pauses(run.get("receiver", {}).get("stats", {}))
+    publish_tail(sut_dir)
     record_files(sut_dir)
 
 

@@ -204,7 +204,8 @@ def _receiver_stats(url: str) -> ReceiverStats:
 
 def _summed(stats: list[ReceiverStats]) -> ReceiverStats:
     """Several receivers' counters as one: counts add up, first and last stamps are the
-    earliest and latest; anything else is the first receiver's."""
+    earliest and latest, a longest (`*_max_ms`) the longest; anything else is the first
+    receiver's."""
     if len(stats) == 1:
         return stats[0]
     out: dict[str, object] = dict(stats[0])
@@ -214,6 +215,8 @@ def _summed(stats: list[ReceiverStats]) -> ReceiverStats:
             out[key] = min(values)
         elif key.startswith("last_") and values:
             out[key] = max(values)
+        elif key.endswith("_max_ms"):
+            out[key] = max(v for s in stats if isinstance(v := s.get(key), int | float))
         elif isinstance(value, int) and not isinstance(value, bool):
             out[key] = sum(values)
     # The first receiver's keys, each holding what it held: still its counters' type.

@@ -103,6 +103,7 @@ def _connection_cap(limits: Limits) -> Limits:
 
 async def serve(args: argparse.Namespace) -> ReceiverStats:
     # Here, not at the top: `evbench --help` builds this module's flags without the receiver.
+    from receivers.pauses import PauseClock, freeze_start_up
     from receivers.server import Receiver
 
     limits = _connection_cap(limits_from(args))
@@ -120,6 +121,10 @@ async def serve(args: argparse.Namespace) -> ReceiverStats:
     except OSError as exc:  # the address: taken, or not this host's; said in one line
         why = f"receiver: cannot listen on {args.host}:{args.port}: {exc.strerror}"
         raise SystemExit(why) from None
+    # Start-up is done: what it made stays out of every collection from now on, and each
+    # collection is timed into the counters (receivers/pauses.py).
+    receiver.stats.gc_frozen_objects = freeze_start_up()
+    PauseClock(receiver.stats).install()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

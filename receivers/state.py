@@ -42,6 +42,9 @@ class Counters:
     unwritten_rows: int = 0
     first_received_ns: int | None = None
     last_received_ns: int | None = None
+    gc_frozen_objects: int = 0
+    gc_pauses: int = 0
+    gc_pause_max_ms: float = 0.0
 
     def doc(self) -> ReceiverStats:
         return {
@@ -64,6 +67,9 @@ class Counters:
             "unwritten_rows": self.unwritten_rows,
             "first_received_ns": self.first_received_ns,
             "last_received_ns": self.last_received_ns,
+            "gc_frozen_objects": self.gc_frozen_objects,
+            "gc_pauses": self.gc_pauses,
+            "gc_pause_max_ms": self.gc_pause_max_ms,
         }
 
 

@@ -57,9 +57,10 @@ def test_one_sender():
 
 
 def test_a_fleet_with_a_missing_worker_is_a_failed_run():
-    doc = collected_document(
-        "c", "x", [_summary(0, 3), _summary(2, 3, host="pod-c")], [RX, RX], ["a", "c"], ["r1", "r2"]
-    )
+    rx1 = {**RX, "gc_pauses": 4, "gc_pause_max_ms": 3.0}
+    rx2 = {**RX, "gc_pauses": 6, "gc_pause_max_ms": 7.5}
+    senders = [_summary(0, 3), _summary(2, 3, host="pod-c")]
+    doc = collected_document("c", "x", senders, [rx1, rx2], ["a", "c"], ["r1", "r2"])
     assert problems(doc, RunDoc) == []
     assert doc["status"] == "failed"
     assert doc["instrument_failures"] == [
@@ -67,6 +68,7 @@ def test_a_fleet_with_a_missing_worker_is_a_failed_run():
     ]
     stats = doc["receiver"]["stats"]  # two receivers: counts add up, first/last are extremes
     assert (stats["received"], stats["first_received_ns"], stats["last_received_ns"]) == (800, 5, 9)
+    assert (stats.get("gc_pauses"), stats.get("gc_pause_max_ms")) == (10, 7.5)  # the longest
     assert doc["hosts"]["sender"] == "pod-a, pod-c"
 
 

@@ -163,6 +163,19 @@ def test_clean_stop_flushes_everything(receiver, sig):
     assert ids == {f"c-{i}" for i in range(20)}
 
 
+def test_start_up_is_kept_out_of_collections_and_each_collection_is_timed(receiver):
+    """A full collection holds the loop for as long as it walks (receivers/pauses.py): the
+    receiver freezes what start-up made (pyarrow alone leaves tens of thousands of objects)
+    and counts its collections and the longest into its stats."""
+    with httpx.Client() as client:
+        for i in range(1500):  # more than a young collection's 700 objects, as rows
+            assert _binary(client, receiver.url, f"g-{i}", f"g-{i}", b"{}").status_code == 202
+    stats = httpx.get(f"{receiver.url}/stats", timeout=5).json()
+    assert stats["gc_frozen_objects"] > 10_000, stats
+    assert stats["gc_pauses"] > 0, stats
+    assert 0 < stats["gc_pause_max_ms"] < 60_000, stats
+
+
 def test_the_receivers_lines_are_their_documented_types(tmp_path):
     child = Child(
         "rx",
