@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from contract.units import NS_PER_S
+from contract.units import MS_PER_S, NS_PER_S
 from receivers.state import ServerState
 
 PREFIX = "evbench_receiver_"
@@ -46,6 +46,7 @@ _COUNTERS = (
     ("parts_written", "parts_written", "Parquet part files written"),
     ("quarantined", "rows_quarantined", "records that could not be encoded (the quarantine file)"),
     ("write_errors", "write_errors", "record flushes that failed (rows kept, tried again)"),
+    ("gc_pauses", "gc_pauses", "garbage collections since start-up, each holding the loop"),
 )
 
 
@@ -74,6 +75,11 @@ class _Counters(Collector):
             ("open_connections", "connections open now", stats.open_connections),
             ("buffered_bytes", "event bytes being received now", state.buffered_bytes),
             ("rows_pending", "records in memory, not yet handed to the writer", pending),
+            (
+                "gc_pause_max_seconds",
+                "the longest garbage collection since start-up: nothing read or stamped meanwhile",
+                stats.gc_pause_max_ms / MS_PER_S,
+            ),
         )
         metrics += [GaugeMetricFamily(PREFIX + name, text, value=v) for name, text, v in levels]
         if stats.last_received_ns is not None:

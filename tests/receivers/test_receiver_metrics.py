@@ -84,3 +84,6 @@ def test_metrics_count_what_was_posted_as_stats_does(tmp_path):
     assert value("connections_accepted_total") == stats["connections"]
     last_s = stats["last_received_ns"] / 1e9
     assert value("last_received_timestamp_seconds") == pytest.approx(last_s, abs=1e-6)
+    # the receiver's own collections (read before /stats, so never more than it says)
+    assert 0 <= value("gc_pauses_total") <= stats["gc_pauses"]
+    assert 0 <= value("gc_pause_max_seconds") <= stats["gc_pause_max_ms"] / 1000
