@@ -268,7 +268,7 @@ def sender_steps(summary: dict[str, Any]) -> None:
 
 
 def receiver_pauses(stats: dict[str, Any]) -> None:
-    """The receiver's own collections (receivers/pauses.py): the longest held its loop, so no
+    """The receiver's own collections (runtime/gcpauses.py): the longest held its loop, so no
     event was stamped meanwhile."""
     if "gc_pauses" not in stats:
         return

@@ -38,7 +38,7 @@ class ReceiverStats(TypedDict):
     unwritten_rows: int  # rows still in memory when the receiver stopped (a failure)
     first_received_ns: int | None
     last_received_ns: int | None
-    # The receiver's own pauses for garbage collection (receivers/pauses.py): objects kept out
+    # The receiver's own pauses for garbage collection (runtime/gcpauses.py): objects kept out
     # of every collection since start-up, collections since, and the longest, which held the
     # loop (no request read or stamped) that long. Absent from a receiver older than them.
     gc_frozen_objects: NotRequired[int]

@@ -13,7 +13,6 @@ if __name__ == "__main__":
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import secrets
@@ -46,6 +45,7 @@ from loadgen.settings import (
     add_sender_arguments,
     settings_from_args,
 )
+from runtime.gcpauses import freeze_start_up
 from runtime.parquet import PartWriter
 from runtime.procs import raise_fd_limit
 from runtime.runs import unusable_directory
@@ -199,8 +199,7 @@ async def _send(
     await clock.measure("before")
     # Start-up objects (imports, schedule, payload pad) never die: keep them out of every
     # between-steps collection so those stay short.
-    gc.collect()
-    gc.freeze()
+    freeze_start_up()
     start_ns = settings.start_at_ns or time.time_ns() + int(settings.start_delay_s * NS_PER_S)
     start: SenderStart = {
         "event": "start",

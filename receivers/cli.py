@@ -22,6 +22,7 @@ from contract.receiverlines import Listening, ReceiverLine, ReceiverStats, Recei
 from contract.units import NS_PER_MS
 from receivers.limits import Limits, add_limit_arguments, limits_from
 from runtime.argtypes import clock_shift_ms, directory_path, port_number, positive_seconds
+from runtime.gcpauses import freeze_start_up
 from runtime.procs import raise_fd_limit
 
 # Descriptors kept free for part files, the log, the listening socket and the runtime itself.
@@ -103,7 +104,6 @@ def _connection_cap(limits: Limits) -> Limits:
 
 async def serve(args: argparse.Namespace) -> ReceiverStats:
     # Here, not at the top: `evbench --help` builds this module's flags without the receiver.
-    from receivers.pauses import PauseClock, freeze_start_up
     from receivers.server import Receiver
 
     limits = _connection_cap(limits_from(args))
@@ -122,9 +122,9 @@ async def serve(args: argparse.Namespace) -> ReceiverStats:
         why = f"receiver: cannot listen on {args.host}:{args.port}: {exc.strerror}"
         raise SystemExit(why) from None
     # Start-up is done: what it made stays out of every collection from now on, and each
-    # collection is timed into the counters (receivers/pauses.py).
+    # collection is timed into the counters (runtime/gcpauses.py).
     receiver.stats.gc_frozen_objects = freeze_start_up()
-    PauseClock(receiver.stats).install()
+    receiver.stats.gc.install()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

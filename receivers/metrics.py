@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from contract.units import MS_PER_S, NS_PER_S
+from contract.units import NS_PER_S
 from receivers.state import ServerState
 
 PREFIX = "evbench_receiver_"
@@ -46,7 +46,6 @@ _COUNTERS = (
     ("parts_written", "parts_written", "Parquet part files written"),
     ("quarantined", "rows_quarantined", "records that could not be encoded (the quarantine file)"),
     ("write_errors", "write_errors", "record flushes that failed (rows kept, tried again)"),
-    ("gc_pauses", "gc_pauses", "garbage collections since start-up, each holding the loop"),
 )
 
 
@@ -61,6 +60,13 @@ class _Counters(Collector):
             CounterMetricFamily(PREFIX + name, text, value=getattr(stats, attribute))
             for attribute, name, text in _COUNTERS
         ]
+        metrics.append(
+            CounterMetricFamily(
+                PREFIX + "gc_pauses",
+                "garbage collections since start-up, each holding the loop",
+                value=stats.gc.collections,
+            )
+        )
         refused = CounterMetricFamily(
             PREFIX + "requests_refused",
             "requests refused beyond the receiver's limits, by status: 413 body, 414 URL, 431 "
@@ -78,7 +84,7 @@ class _Counters(Collector):
             (
                 "gc_pause_max_seconds",
                 "the longest garbage collection since start-up: nothing read or stamped meanwhile",
-                stats.gc_pause_max_ms / MS_PER_S,
+                stats.gc.longest_s,
             ),
         )
         metrics += [GaugeMetricFamily(PREFIX + name, text, value=v) for name, text, v in levels]

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from contract.receiverlines import ReceiverStats
+from contract.units import MS_PER_S
 from receivers.limits import Limits
+from runtime.gcpauses import GcClock
 
 Conn = TypeVar("Conn")
 
@@ -43,8 +45,7 @@ class Counters:
     first_received_ns: int | None = None
     last_received_ns: int | None = None
     gc_frozen_objects: int = 0
-    gc_pauses: int = 0
-    gc_pause_max_ms: float = 0.0
+    gc: GcClock = field(default_factory=GcClock)  # installed by the receiver's process
 
     def doc(self) -> ReceiverStats:
         return {
@@ -68,8 +69,8 @@ class Counters:
             "first_received_ns": self.first_received_ns,
             "last_received_ns": self.last_received_ns,
             "gc_frozen_objects": self.gc_frozen_objects,
-            "gc_pauses": self.gc_pauses,
-            "gc_pause_max_ms": self.gc_pause_max_ms,
+            "gc_pauses": self.gc.collections,
+            "gc_pause_max_ms": round(self.gc.longest_s * MS_PER_S, 3),
         }
 
 

@@ -22,11 +22,8 @@ in whichever system it is started.
 
 from __future__ import annotations
 
-import gc
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -39,6 +36,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from contract.insight import CONSUMED_METRIC
+from runtime.gcpauses import GcClock
 
 PREFIX = "evbench_lab_"
 GC_SECONDS_METRIC = "python_gc_duration_seconds"  # exposed with _total: a counter
@@ -110,44 +108,16 @@ def consumed_family(
     return family
 
 
-class GcClock:
-    """Seconds spent in each generation's collections, summed by a gc.callbacks entry.
-
-    A collection stops every thread of the process (it holds the GIL), and is not reentrant,
-    so one start instant is enough. A "stop" without its "start" (installed mid-collection)
-    counts nothing."""
-
-    def __init__(self, now: Callable[[], float] = time.perf_counter) -> None:
-        self.now = now
-        self.seconds = [0.0] * len(gc.get_stats())
-        self._started: float | None = None
-
-    def __call__(self, phase: str, info: Mapping[str, Any]) -> None:
-        if phase == "start":
-            self._started = self.now()
-            return
-        if self._started is not None:
-            self.seconds[info["generation"]] += self.now() - self._started
-            self._started = None
-
-    def install(self) -> None:
-        """Once per process however often called: a second entry would count twice."""
-        if self not in gc.callbacks:
-            gc.callbacks.append(self)
-
-    def uninstall(self) -> None:
-        if self in gc.callbacks:
-            gc.callbacks.remove(self)
-
-    def family(self) -> Metric:
-        family = CounterMetricFamily(
-            GC_SECONDS_METRIC,
-            "Time spent in garbage collection, by generation (since the process began serving)",
-            labels=["generation"],
-        )
-        for generation, seconds in enumerate(self.seconds):
-            family.add_metric([str(generation)], seconds)
-        return family
+def gc_family(clock: GcClock) -> Metric:
+    """The clock's seconds per generation as Prometheus' counter family."""
+    family = CounterMetricFamily(
+        GC_SECONDS_METRIC,
+        "Time spent in garbage collection, by generation (since the process began serving)",
+        labels=["generation"],
+    )
+    for generation, seconds in enumerate(clock.seconds):
+        family.add_metric([str(generation)], seconds)
+    return family
 
 
 GC_CLOCK = GcClock()  # the process's; suts.serving.serve installs it
@@ -169,7 +139,7 @@ def component_registry(
     """A component's own registry: its families, the GC's and the process's."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(AtScrape(read))
-    registry.register(AtScrape(lambda: [gc_clock.family()]))
+    registry.register(AtScrape(lambda: [gc_family(gc_clock)]))
     GCCollector(registry=registry)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)

@@ -164,7 +164,7 @@ def test_clean_stop_flushes_everything(receiver, sig):
 
 
 def test_start_up_is_kept_out_of_collections_and_each_collection_is_timed(receiver):
-    """A full collection holds the loop for as long as it walks (receivers/pauses.py): the
+    """A full collection holds the loop for as long as it walks (runtime/gcpauses.py): the
     receiver freezes what start-up made (pyarrow alone leaves tens of thousands of objects)
     and counts its collections and the longest into its stats."""
     with httpx.Client() as client:

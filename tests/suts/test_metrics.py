@@ -23,6 +23,7 @@ from suts.metrics import (
     counter_name,
     exposition,
     gauge_families,
+    gc_family,
     librdkafka_consumer_name,
 )
 from suts.serving import Component
@@ -136,7 +137,7 @@ def test_gc_clock_sums_each_generations_collections(calls, seconds):
     for phase, generation, _ in calls:
         clock(phase, {"generation": generation})
     assert clock.seconds == seconds
-    _, values = _read([clock.family()])
+    _, values = _read([gc_family(clock)])
     assert {dict(k[1])["generation"]: v for k, v in values.items()} == {
         str(g): s for g, s in enumerate(seconds)
     }
