@@ -250,6 +250,7 @@ def step_row(
         "filtered": total["filtered"],
         "leaked": total["leaked"],
         "sender_lag_p99_ms": tails.sender_lag["p99"],
+        "p50_e2e_ms": tails.e2e["p50"],
         "p99_e2e_ms": tails.e2e["p99"],
         "p9999_e2e_ms": tails.e2e["p9999"],
         "e2e_n": tails.e2e["n"],

@@ -243,6 +243,8 @@ class StepSummaryDoc(TypedDict):
     filtered: int
     leaked: int
     sender_lag_p99_ms: float | None
+    # absent in summaries analysed before `compare` called each step's P50
+    p50_e2e_ms: NotRequired[float | None]
     p99_e2e_ms: float | None
     p9999_e2e_ms: float | None
     e2e_n: int
