@@ -30,10 +30,11 @@ from pyspark.sql.types import StructType
 
 from analysis.compact import Copy
 from analysis.digests import cumulative_points, from_bytes, line_tasks, merged, merged_top
-from analysis.export import export_hdr, export_knative
+from analysis.export import export_knative
 from analysis.fanout import fanout_of
 from analysis.fanout_summary import subscriber_docs
 from analysis.hdr import HDR_ROWS
+from analysis.hdr_export import Written, export_hdr
 from analysis.inputs import (
     AnalyzeOptions,
     SutInputs,
@@ -45,6 +46,7 @@ from analysis.inputs import (
 )
 from analysis.objectives import judge as judge_objectives
 from analysis.spectrum import spectrum_doc
+from analysis.stepjudge import Sketch
 from analysis.steprule import StepTotals, merged_totals
 from analysis.steps import (
     POINTS_ARROW,
@@ -54,7 +56,7 @@ from analysis.steps import (
     merge_points,
     merge_seconds,
 )
-from analysis.summary import Sketch, SutFindings, headline, strict_json, summary
+from analysis.summary import SutFindings, headline, strict_json, summary
 from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, hdr_rows, plan, rule_events, run
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.layout import SutDir
@@ -109,11 +111,16 @@ def analyze(
         )
         doc["spectrum"] = spectrum_doc(found.findings(key).sketches)
         if fanout := fanout_of(checked[key].run):
-            doc["subscribers"] = subscriber_docs(fanout, found.findings(key), doc, opts.thresholds)
+            doc["subscribers"] = subscriber_docs(
+                fanout, found.findings(key), doc, opts.thresholds, checked[key].host
+            )
         if opts.objectives:
             doc["objectives"] = judge_objectives(opts.objectives, doc)
         _write_sut(SutDir(path), key, found, doc)
         echo(headline(doc))
+        if key in found.hdr_logs:
+            for line in found.hdr_logs[key].lines():
+                echo(f"  -> {line}")
         summaries.append(doc)
     return summaries
 
@@ -135,6 +142,7 @@ class _Aggregates:
     # A fan-out's: each subscriber's totals per step, by SUT key and subscriber number.
     subscriber_totals: dict[str, dict[int, list[StepTotals]]] = field(default_factory=dict)
     stray_counts: dict[str, int] = field(default_factory=dict)  # to no subscriber's path
+    hdr_logs: dict[str, Written] = field(default_factory=dict)  # --export-hdr: where they went
 
     def findings(self, key: str) -> SutFindings:
         """What the summary of SUT `key` reads."""
@@ -185,7 +193,11 @@ def _aggregate(
             intervals = _binned(
                 spark, tasks, lambda task: hdr_rows(task, context), from_arrow_schema(HDR_ROWS)
             )
-            export_hdr(intervals, dirs, context.start_ns)
+            # Every measured step's logs (step 0 is the warmup, which no figure counts).
+            steps = {
+                key: {s for t in tasks if t.sut == key for s in t.steps if s > 0} for key in dirs
+            }
+            found.hdr_logs = export_hdr(intervals, dirs, context.start_ns, steps)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return found
@@ -393,7 +405,10 @@ def _move_digests(staging: Path, dirs: dict[str, Path]) -> None:
 
 
 def _write_steps_csv(path: Path, steps: list[StepSummaryDoc]) -> None:
-    columns = [k for k in steps[0] if k != "reasons"] + ["reasons"] if steps else []
+    """One row per step, a column per key any step has (a NotRequired key, such as the cut
+    step's `ran_s`, is blank in the others), its reasons last."""
+    seen = dict.fromkeys(key for step in steps for key in step)
+    columns = [k for k in seen if k != "reasons"] + ["reasons"] if steps else []
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
