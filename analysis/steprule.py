@@ -192,7 +192,8 @@ def step_figures(
 ) -> StepFigures:
     """The figures `analysis.verdicts.judge` reads. The sender's pace counts handled slots (sent
     or refused by the in-flight cap, each at its own time); delivered excludes leaked decoys,
-    and the expected delivery rate excludes every decoy."""
+    and the expected delivery rate excludes every decoy. The delivered rate is over the seconds
+    the step's slots cover (`covered_s`): `--trim` may have left its first ones out."""
     rate = totals["target_rate_per_s"]
     last_handled_ns = max(totals["last_sent_ns"] or 0, totals["last_intended_ns"] or 0)
     handled = totals["sent"] + totals["inflight_cap_refused"]
@@ -207,7 +208,8 @@ def step_figures(
         lost=totals["lost"],
         sender_ratio=sender_rate / rate if rate else 0.0,
         sender_lag_p99_ms=tails.sender_lag["p99"],
-        delivered_rate_per_s=(totals["delivered"] - totals["leaked"]) / duration_s,
+        delivered_rate_per_s=(totals["delivered"] - totals["leaked"])
+        / covered_s(totals, duration_s),
         expected_delivery_rate_per_s=rate * (1 - totals["decoys"] / max(totals["scheduled"], 1)),
         e2e_median_ms=tails.e2e["p50"],
         e2e_rise_ms=slope_rise_ms([s for s, _ in medians], [m for _, m in medians]),
@@ -292,6 +294,17 @@ def duration_of(totals: StepTotals, durations: Mapping[int, int]) -> int:
     """The step's duration as the pace gave it, else as its slots imply."""
     rate = totals["target_rate_per_s"]
     return durations.get(totals["step"], max(1, totals["scheduled"] // max(rate, 1)))
+
+
+def covered_s(totals: StepTotals, duration_s: float) -> float:
+    """The seconds a step's slots in the analysis cover: its duration (or, cut short, the time
+    it ran), less what `--trim` left out of its start. Its slots are at 1/rate apart, so those
+    kept cover `scheduled / rate` seconds: a 10 s step trimmed to its last 6 delivering its pace
+    reads 100 %, not 60 % (issue 51, item 9.1)."""
+    rate = totals["target_rate_per_s"]
+    if rate <= 0 or totals["scheduled"] <= 0:
+        return duration_s
+    return min(duration_s, totals["scheduled"] / rate)
 
 
 def cut_short_s(totals: StepTotals, duration_s: float) -> float | None:

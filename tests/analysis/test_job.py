@@ -83,6 +83,12 @@ def test_trim_drops_the_start_and_says_so(spark, tmp_path):
     summary = analyze_sut(spark, sut, AnalyzeOptions(trim_s=5))
     assert summary["counts"]["scheduled"] == 200 * 5 + 400 * 10
     assert "first 5 s" in summary["trimmed"]
+    # Step 1 lost its first 5 s of 10 to the trim: its 1,000 deliveries came over the 5 s
+    # left, its pace, not 100/s over its whole duration (issue 51, item 9.1).
+    one, two = summary["steps"]
+    assert one["delivered_rate_per_s"] == pytest.approx(200) and one["verdict"] == "holds", one
+    assert "ran_s" not in one and one["duration_s"] == 10
+    assert two["delivered_rate_per_s"] < 400  # untouched: its losses over its whole 10 s
 
 
 def test_truncated_file_is_named(spark, tmp_path):
