@@ -8,24 +8,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from analysis.fanout import Fanout, metric_at
+from analysis.hostload import HostTicks
+from analysis.instrumentfail import under_instrument_failure
+from analysis.stepjudge import Sketch, StepInput, judged_rows
 from analysis.steprule import StepTails, StepTotals
-from analysis.summary import (
-    Sketch,
-    SutFindings,
-    baseline_e2e_p99_ms,
-    step_row,
-    whole_run,
-)
-from analysis.verdicts import Thresholds, under_instrument_failure
+from analysis.summary import SutFindings, whole_run
+from analysis.verdicts import Thresholds
 from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.fanout import SubscriberCountsDoc, SubscriberStepDoc, SubscriberSummaryDoc
 
 
 def subscriber_docs(
-    fanout: Fanout, found: SutFindings, doc: SummaryDoc, thresholds: Thresholds
+    fanout: Fanout,
+    found: SutFindings,
+    doc: SummaryDoc,
+    thresholds: Thresholds,
+    host: HostTicks | None = None,
 ) -> list[SubscriberSummaryDoc]:
     """Each subscriber's entry, in run.json's order; `doc`: the system's summary, whose steps
-    say how long each ran."""
+    say how long each ran; `host`: the run's host samples, read as for the system's steps."""
     system_steps = {s["step"]: s for s in doc["steps"]}
     return [
         _subscriber(
@@ -37,6 +38,7 @@ def subscriber_docs(
             system_steps,
             thresholds,
             doc["instrument_failures"],
+            host,
         )
         for number, (path, takes) in enumerate(fanout, start=1)
     ]
@@ -60,9 +62,9 @@ def _subscriber(
     system_steps: Mapping[int, StepSummaryDoc],
     thresholds: Thresholds,
     failures: Sequence[str],
+    host: HostTicks | None,
 ) -> SubscriberSummaryDoc:
-    baseline = baseline_e2e_p99_ms(totals, sketches, thresholds.min_events)
-    steps: list[SubscriberStepDoc] = []
+    inputs = []
     for total in totals:
         system = system_steps.get(total["step"])
         duration_s = system["duration_s"] if system else 1
@@ -72,11 +74,14 @@ def _subscriber(
             sender_lag=whole_run(step, "sender_lag"),
             e2e_medians=(),  # no per-second digests per subscriber: the rise is the system's
         )
-        ran_s = system.get("ran_s") if system else None
-        row, verdict = step_row(total, duration_s, tails, thresholds, baseline, ran_s)
-        # As the system's: a break while an instrument failed may be the instrument's.
-        (verdict,) = under_instrument_failure([verdict], failures)
-        steps.append(_step_doc(row, total, verdict.verdict, list(verdict.reasons)))
+        inputs.append(StepInput(total, duration_s, tails, system.get("ran_s") if system else None))
+    rows, _ = judged_rows(inputs, thresholds, host)
+    # As the system's: a break while an instrument failed may be the instrument's.
+    verdicts = under_instrument_failure([verdict for _, verdict in rows], failures)
+    steps: list[SubscriberStepDoc] = [
+        _step_doc(row, step.total, verdict.verdict, list(verdict.reasons))
+        for (row, _), step, verdict in zip(rows, inputs, verdicts, strict=True)
+    ]
     counts: SubscriberCountsDoc = {
         "delivered": sum(t["delivered"] - t["leaked"] for t in totals),
         "lost": sum(t["lost"] for t in totals),

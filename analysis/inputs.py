@@ -17,13 +17,20 @@ import pyarrow.parquet as pq
 from analysis import sentindex
 from analysis.compact import Copy, compact_received, holds
 from analysis.fanout import fanout_of
+from analysis.hostload import HostTicks, host_ticks
 from analysis.objectives import Objective
 from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
 from contract.documents import RunDoc, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.layout import SutDir
-from contract.records import RECEIVED_FIELDS, SENT_FIELDS, Field
+from contract.records import (
+    HOST_SAMPLE_FIELDS,
+    PROCESS_SAMPLE_FIELDS,
+    RECEIVED_FIELDS,
+    SENT_FIELDS,
+    Field,
+)
 from runtime.clocks import DEFAULT_CORRECTION
 from runtime.parquet import check_parts, part_files
 
@@ -60,6 +67,9 @@ class SutInputs:
     sent_copy: Copy | None = None
     received_copy: Copy | None = None
     slice_events: int = SLICE_EVENTS  # how the copies were sliced
+    # The host's samples met with the run's processes' (analysis.hostload); None when the run
+    # recorded none (before host samples, an import, a collect).
+    host: HostTicks | None = None
 
     @property
     def compacted(self) -> bool:
@@ -123,7 +133,27 @@ def check_inputs(sut_dir: Path) -> SutInputs:
             f"{layout.run_json}: no schedule start and no sent records: the sender never "
             "started, nothing to analyse"
         )
-    return SutInputs(sut_dir, run, int(start_ns), source, sent, received)
+    host = read_host_ticks(layout.samples)
+    return SutInputs(sut_dir, run, int(start_ns), source, sent, received, host=host)
+
+
+def read_host_ticks(samples: Path) -> HostTicks | None:
+    """The host samples of a run and the process samples of the same ticks (one row a second
+    each: a day is 86,400 rows, read on the driver); None when it has no host samples."""
+    parts = part_files(samples) if samples.is_dir() else []
+    host = [p for p in parts if p.name.startswith("host-")]
+    if not host:
+        return None
+    processes = [p for p in parts if p.name.startswith("processes-")]
+    return host_ticks(_rows(host, HOST_SAMPLE_FIELDS), _rows(processes, PROCESS_SAMPLE_FIELDS))
+
+
+def _rows(paths: Sequence[Path], fields: Sequence[Field]) -> list[dict[str, object]]:
+    names = [f.name for f in fields]
+    rows: list[dict[str, object]] = []
+    for path in paths:
+        rows.extend(pq.read_table(path, columns=names).to_pylist())
+    return rows
 
 
 def _checked_parts(

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from analysis.capacity import host_verdict_text, verdict_text
 from analysis.fanout_cost import cost_figure, cost_lines, cost_row, fanned_systems
 from analysis.fault_report import faults_brief, faults_section
 from analysis.faultsteps import FAULTED
@@ -35,7 +36,7 @@ from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
 from analysis.repeats import repeats_html, shown_name
 from analysis.spectrum import spectrum_section, systems_spectrum
 from analysis.summary import latency_text, read_summary, significant
-from analysis.verdicts import drift_verdict_text, verdict_text
+from analysis.verdicts import drift_verdict_text
 from analysis.window_report import windows_section
 from contract.documents import (
     FaultSummaryDoc,
@@ -78,9 +79,14 @@ def headline(summary: SummaryDoc) -> str:
     """The run's verdict, and its drifting steps (analysis.verdicts.drift_verdict_text)."""
     failures = summary.get("instrument_failures") or ()
     text = verdict_text(
-        summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"], failures
+        summary["breaking_point_per_s"],
+        summary["max_sustainable_rate_per_s"],
+        failures,
+        summary.get("recovered_per_s"),
     )
     steps = summary["steps"]
+    crowded = host_verdict_text(steps, summary.get("host_saturated_steps") or ())
+    text = f"{text}; {crowded}" if crowded and not failures else text
     drifting = drift_verdict_text(
         [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
     )

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import fastdigest
-import numpy as np
-
+from analysis.capacity import (
+    Capacity,
+    capacity,
+    host_verdict_text,
+    saturated_steps,
+    search_verdict_text,
+    verdict_text,
+)
 from analysis.confidence import with_intervals
 from analysis.deaths import after_deaths, deaths_text, run_deaths
-from analysis.digests import empty_tail, union_sketch
-from analysis.drift import drift_of
+from analysis.digests import union_sketch
 from analysis.fanout import fanout_of, silent_subscribers
 from analysis.faultsteps import (
     FAULTED,
@@ -29,26 +33,18 @@ from analysis.faultsteps import (
     faults_text,
 )
 from analysis.inputs import AnalyzeOptions, SutInputs
-from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
-from analysis.verdicts import (
+from analysis.instrumentfail import (
     InstrumentEvidence,
-    Thresholds,
-    Verdict,
-    breaking_point,
     delivery_attempts,
-    drift_verdict_text,
     instrument_failures,
-    judge,
-    not_judged_probe,
-    search_verdict_text,
     under_instrument_failure,
-    verdict_text,
-    with_drift,
 )
+from analysis.stepjudge import Sketch, system_steps
+from analysis.steprule import StepTotals
+from analysis.verdicts import Thresholds, Verdict, drift_verdict_text
 from contract.documents import (
     ClockSummaryDoc,
     CountsDoc,
-    DriftDoc,
     RunDoc,
     StepSummaryDoc,
     SummaryDoc,
@@ -58,7 +54,6 @@ from contract.documents import (
 from contract.figures import TailDoc
 from contract.units import NS_PER_MS
 from runtime.clocks import Correction
-from runtime.formulas import achieved_rate_per_s
 
 # summary.json's latency_ms: name -> metric.
 SUMMARY_LATENCIES = {
@@ -67,9 +62,6 @@ SUMMARY_LATENCIES = {
     "e2e": "e2e",
     "e2e_uncorrected": "e2e_uncorrected",
 }
-
-# A step's digest of one metric and its exact top values.
-Sketch = tuple[fastdigest.TDigest, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -106,14 +98,17 @@ def summary(
     counts = _counts(found.totals, found.foreign)
     failures = instrument_failures(evidence(inputs, counts, found))
     faults, by_step = run.get("faults") or [], {t["step"]: t for t in found.totals}
-    steps, verdicts = _judged_steps(run, found, opts.thresholds, failures, faulted_steps(faults))
+    steps, verdicts, baseline = _judged(inputs, found, opts.thresholds, failures)
     deaths = run_deaths(run, found.totals, inputs.start_ns)
     verdicts = after_deaths(verdicts, deaths.spoiled, deaths.lost, inputs.start_ns)
     ledgers = fault_ledgers(faults, inputs.start_ns, found.seconds, found.e2e_points)
     verdicts = after_faults(verdicts, faults, ledgers, by_step)
     for step, judged in zip(steps, verdicts, strict=True):
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
-    point, sustainable, verdict = _run_verdict(run, verdicts, failures)
+    found_capacity, verdict = _run_verdict(run, verdicts, failures)
+    saturated = saturated_steps(steps, opts.thresholds)
+    if (crowded := host_verdict_text(steps, saturated)) and not failures:
+        verdict = f"{verdict}; {crowded}"
     drifts = [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
     if (drifting := drift_verdict_text(drifts)) and not failures:
         verdict = f"{verdict}; {drifting}"
@@ -139,8 +134,11 @@ def summary(
             name: whole_run(found.sketches, metric) for name, metric in SUMMARY_LATENCIES.items()
         },
         "steps": steps,
-        "breaking_point_per_s": point,
-        "max_sustainable_rate_per_s": sustainable,
+        "breaking_point_per_s": found_capacity.breaking_point_per_s,
+        "max_sustainable_rate_per_s": found_capacity.max_sustainable_rate_per_s,
+        "recovered_per_s": found_capacity.recovered_per_s,
+        "baseline_e2e_p99_ms": baseline,
+        "host_saturated_steps": saturated,
         "thresholds": opts.thresholds.as_dict(),
         "clock": clock_summary(*clocks, opts.clock_correction, found.totals),
     }
@@ -155,122 +153,47 @@ def summary(
     return doc
 
 
-def _judged_steps(
-    run: RunDoc,
-    found: SutFindings,
-    thresholds: Thresholds,
-    failures: Sequence[str],
-    faulted: Collection[int] = (),
-) -> tuple[list[StepSummaryDoc], list[Verdict]]:
-    """Every step's row and verdict; an instrument failure overrules a break. The e2e baseline
-    comes from the steps without a fault (`faulted`)."""
-    durations = {i: s["duration_s"] for i, s in enumerate(run["pace"]["steps"], start=1)}
+def _judged(
+    inputs: SutInputs, found: SutFindings, thresholds: Thresholds, failures: Sequence[str]
+) -> tuple[list[StepSummaryDoc], list[Verdict], float | None]:
+    """Every step's row and verdict (analysis.stepjudge), an instrument failure overruling a
+    break, and the run's latency baseline."""
     seconds: dict[int, list[Mapping[str, float]]] = {}
     for point in sorted(found.e2e_points, key=lambda p: p["second"]):
         seconds.setdefault(int(point["step"]), []).append(point)
-    clean = [t for t in found.totals if t["step"] not in faulted]
-    baseline = baseline_e2e_p99_ms(clean, found.sketches, thresholds.min_events)
-    last = max((t["step"] for t in found.totals), default=None)
-    finished = run.get("status") == "completed"
-    rows = []
-    for total in found.totals:
-        duration_s = duration_of(total, durations)
-        # Only the step under way when a run stopped early can be cut short.
-        ran_s = None if finished or total["step"] != last else cut_short_s(total, duration_s)
-        tails = StepTails(
-            e2e=_tail(found.sketches, "e2e", total["step"]),
-            sender_lag=_tail(found.sketches, "sender_lag", total["step"]),
-            e2e_medians=[(p["second"], p["p50_ms"]) for p in seconds.get(total["step"], [])],
-        )
-        drift = drift_of(seconds.get(total["step"], []), thresholds)
-        row = step_row(total, duration_s, tails, thresholds, baseline, ran_s, drift)
-        if ran_s is not None and "search" in run:
-            row = row[0], not_judged_probe(row[1])
-        rows.append(row)
+    faulted = faulted_steps(inputs.run.get("faults") or [])
+    rows, baseline = system_steps(
+        inputs.run, found.totals, found.sketches, seconds, thresholds, faulted, inputs.host
+    )
     verdicts = under_instrument_failure([verdict for _, verdict in rows], failures)
     steps = []
     for (step, _), verdict in zip(rows, verdicts, strict=True):
         step["verdict"], step["reasons"] = verdict.verdict, list(verdict.reasons)
         steps.append(step)
-    return steps, verdicts
+    return steps, verdicts, baseline
 
 
 def _run_verdict(
     run: RunDoc, verdicts: Sequence[Verdict], failures: Sequence[str]
-) -> tuple[int | None, int | None, str]:
-    """(breaking point, max sustainable rate, verdict text) of the run.
+) -> tuple[Capacity, str]:
+    """The run's capacity (breaking point, max sustainable rate, recovery) and verdict text.
 
     An instrument failure names no breaking point and no sustainable rate: what it broke would
     be charged to the system under test. A search's probes are not a staircase (it bisects and
     confirms): its own bracket, judged probe by probe as it went, is the answer, not a reading
     of the steps in order; a search that did not finish has none."""
     if failures:
-        return None, None, verdict_text(None, None, failures)
+        return Capacity(None, None), verdict_text(None, None, failures)
     if search := run.get("search"):
         result = search.get("result")
         text = search_verdict_text(result, run.get("status"))
         if not result:
-            return None, None, text
-        return result.get("lowest_break_per_s"), result.get("max_sustainable_per_s"), text
-    point, sustainable = breaking_point(verdicts)
-    return point, sustainable, verdict_text(point, sustainable)
-
-
-def step_row(
-    total: StepTotals,
-    duration_s: int,
-    tails: StepTails,
-    thresholds: Thresholds,
-    baseline_e2e_p99_ms: float | None,
-    ran_s: float | None = None,
-    drift: DriftDoc | None = None,
-) -> tuple[StepSummaryDoc, Verdict]:
-    """A step's summary row and its verdict (before any instrument failure overrules it): the
-    figures are the step rule's (analysis.steprule.step_figures), as a search probe's are. A
-    step cut short (`ran_s`) is judged on the time it ran, and says so; a long step's `drift`
-    (analysis.drift) is said among its reasons (analysis.verdicts.with_drift)."""
-    figures = step_figures(total, tails, ran_s or duration_s, baseline_e2e_p99_ms)
-    verdict = with_drift(judge(figures, thresholds), drift)
-    if ran_s is not None:
-        cut = f"cut short after {ran_s:.1f} s of {duration_s} s: judged on the time it ran"
-        verdict = replace(verdict, reasons=(*verdict.reasons, cut))
-    rate = total["target_rate_per_s"]
-    achieved = achieved_rate_per_s(total["sent"], total["start_ns"], total["last_sent_ns"], rate)
-    row: StepSummaryDoc = {
-        "step": total["step"],
-        "target_rate_per_s": rate,
-        "duration_s": duration_s,
-        "scheduled": total["scheduled"],
-        "achieved_send_rate_per_s": round(achieved, 2),
-        "delivered_rate_per_s": round(figures.delivered_rate_per_s, 2),
-        "send_failures": total["send_failures"],
-        "inflight_cap_refused": total["inflight_cap_refused"],
-        "lost": total["lost"],
-        "duplicates": total["duplicates"],
-        "filtered": total["filtered"],
-        "leaked": total["leaked"],
-        "sender_lag_p99_ms": tails.sender_lag["p99"],
-        "p50_e2e_ms": tails.e2e["p50"],
-        "p99_e2e_ms": tails.e2e["p99"],
-        "p9999_e2e_ms": tails.e2e["p9999"],
-        "e2e_n": tails.e2e["n"],
-        "p9999_is_max": tails.e2e["p9999_is_max"],
-        "e2e_exact": tails.e2e["exact"],
-        "e2e_rank_error": tails.e2e["rank_error"],
-        "e2e_ci95": tails.e2e.get("ci95", {}),
-        "e2e_rise_ms": None if figures.e2e_rise_ms is None else round(figures.e2e_rise_ms, 3),
-        "verdict": verdict.verdict,
-        "reasons": list(verdict.reasons),
-        "drift": drift,
-    }
-    if ran_s is not None:
-        row["ran_s"] = round(ran_s, 3)
-    return row, verdict
-
-
-def _tail(sketches: Mapping[tuple[str, int], Sketch], metric: str, step: int) -> TailDoc:
-    sketch = sketches.get((metric, step))
-    return with_intervals(*sketch) if sketch is not None else empty_tail()
+            return Capacity(None, None), text
+        bracket = Capacity(result.get("lowest_break_per_s"), result.get("max_sustainable_per_s"))
+        return bracket, text
+    found = capacity(verdicts)
+    point, sustainable = found.breaking_point_per_s, found.max_sustainable_rate_per_s
+    return found, verdict_text(point, sustainable, recovered_per_s=found.recovered_per_s)
 
 
 def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDoc:
@@ -285,20 +208,6 @@ def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDo
 
 def _by_key(item: tuple[tuple[str, int], Sketch]) -> tuple[str, int]:
     return item[0]
-
-
-def baseline_e2e_p99_ms(
-    totals: Sequence[StepTotals], sketches: Mapping[tuple[str, int], Sketch], min_events: int
-) -> float | None:
-    """E2E P99 of the pace's first step with enough deliveries (among `totals`: the steps without
-    a fault): the system before the load."""
-    for total in sorted(totals, key=lambda t: t["step"]):
-        if total["step"] < 1:
-            continue
-        e2e = _tail(sketches, "e2e", total["step"])
-        if e2e["n"] and e2e["n"] >= min_events:
-            return e2e["p99"]
-    return None
 
 
 def clock_summary(

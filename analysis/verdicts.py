@@ -13,39 +13,38 @@ A step is judged so:
    `min_delivered_ratio` of the target; end-to-end latency rising through the step by more than
    max(`latency_rise_min_ms`, `latency_rise_ratio` x the step's median) (a positive slope that
    does not flatten: a queue growing without bound); or end-to-end P99 above
-   max(`latency_inflation_min_ms`, `latency_inflation_ratio` x the baseline P99), the baseline
-   being the P99 of the pace's first step with enough deliveries and no fault (a standing
-   queue: the system delivers the rate, but seconds late). When the sender missed the pace,
+   max(`latency_inflation_min_ms`, `latency_inflation_ratio` x the baseline P99) (a standing
+   queue: the system delivers the rate, but seconds late). The baseline is the P99 of the first
+   *clean* step before it (one that held by every test, on a host nobody else saturated); a
+   step with none before it is its own baseline if it is clean, else held to the absolute
+   `latency_inflation_min_ms` (`judge_against`). When the sender missed the pace,
    what its shortfall explains is forgiven: `sender_excuse_ratio` x its lag p99 of latency
    (end-to-end latency counts from the intended time, so a late sender shows there by about
    its lateness), and the rate it did not offer; failures and losses are the system's answers
    whatever the pace.
 4. otherwise *holds*.
-5. A long step whose latency drifts over its hours (analysis.drift) keeps its verdict and says
+5. *host-saturated*: a step that broke or whose sender fell short while the host was saturated
+   by processes outside the run (analysis.hostload, `saturation`) is inconclusive; one that held
+   there stands as a lower bound and says so (`on_host`).
+6. A long step whose latency drifts over its hours (analysis.drift) keeps its verdict and says
    so in its reasons and in the run's verdict (`with_drift` says why).
 
-An *instrument failure* (the sender or receiver died or ended badly, records are missing, nothing
-arrived although events were acked) is a verdict of its own: the losses it causes are the
-instrument's, so a run with one names no breaking point, and its breaking steps are judged
-*instrument-failed* rather than *breaks*.
-
-Breaking point = the lowest-rate step that breaks on its own. A breaking step that follows a
-breaking step of equal or higher rate, with no holding step between, inherits that overload (a
-cool-down step draining a backlog) and is not a candidate. Max sustainable rate = the highest
-rate of a holding step below the breaking point (or of all holding steps if nothing broke).
+The run's figures from its steps' verdicts (breaking point, max sustainable rate, recovery)
+are analysis.capacity's; an instrument failure, which outranks them, is
+analysis.instrumentfail's.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from analysis.hostload import HostLoad
 from contract.documents import DriftDoc
 from contract.errors import EvbenchError
-from contract.searchdocs import SearchResultDoc
 
 HOLDS = "holds"
 BREAKS = "breaks"
@@ -53,6 +52,8 @@ SENDER_LIMITED = "sender-limited"
 INSUFFICIENT = "insufficient-data"
 INSTRUMENT_FAILED = "instrument-failed"
 NOT_JUDGED = "not-judged"
+# Fell short while the host was saturated by others: inconclusive, never a capacity.
+HOST_SATURATED = "host-saturated"
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,17 @@ class Thresholds:
     drift_min_step_s: int = 600
     drift_ratio: float = 0.25
     drift_min_ms: float = 1.0
+    # The host rule (analysis.hostload): a step's host is saturated when, in the mean over the
+    # step, its CPUs were at least `host_busy_ratio` busy and processes outside the run took at
+    # least `host_others_ratio` of them, or a hypervisor stole `host_steal_ratio` of them. 90 %
+    # busy leaves a scheduler no room for the instruments' next slot; a quarter of the host (a
+    # busy core of four, half a core of two) is far beyond the noise of a quiet machine's
+    # daemons (under 3 % measured here) and well under one busy process (a CPU hog beside a run
+    # of two cores: 50 %). The run's own processes saturating the host are not others: in the
+    # lab the system shares the host by design, and that is its capacity on this host.
+    host_busy_ratio: float = 0.9
+    host_others_ratio: float = 0.25
+    host_steal_ratio: float = 0.1
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +143,7 @@ class StepFigures:
     e2e_p99_ms: float | None = None
     baseline_e2e_p99_ms: float | None = None  # the first judged step's, unloaded
     inflight_cap_refused: int = 0  # of send_failures: slots the sender's in-flight cap refused
+    host: HostLoad | None = None  # the host's load over the step, when it was sampled
 
 
 @dataclass(frozen=True)
@@ -144,8 +157,14 @@ class Verdict:
 def judge(fig: StepFigures, t: Thresholds) -> Verdict:
     """The rule: a step breaks when the system failed what it was offered beyond anything the
     sender's own shortfall explains; it is sender-limited (inconclusive) only when that
-    shortfall could explain what went wrong, or nothing did."""
+    shortfall could explain what went wrong, or nothing did; and a step that fell short on a
+    host others saturated is inconclusive whatever it showed (`on_host`). The e2e P99 bar is
+    `fig.baseline_e2e_p99_ms`'s, or with none (no clean step before it) the absolute
+    `latency_inflation_min_ms`: see `judge_against` for how a step finds its baseline."""
+    return on_host(_by_the_rule(fig, t), fig.host, t)
 
+
+def _by_the_rule(fig: StepFigures, t: Thresholds) -> Verdict:
     def verdict(kind: str, *reasons: str) -> Verdict:
         return Verdict(fig.step, fig.target_rate_per_s, kind, reasons)
 
@@ -159,6 +178,55 @@ def judge(fig: StepFigures, t: Thresholds) -> Verdict:
             broken.append(f"the sender was also short: {'; '.join(shortfall)}")
         return verdict(BREAKS, *broken)
     return verdict(SENDER_LIMITED, *shortfall) if shortfall else verdict(HOLDS)
+
+
+def saturation(host: HostLoad | None, t: Thresholds) -> str | None:
+    """How the host was saturated by others over a step (its figures), or None: its CPUs at
+    least `host_busy_ratio` busy with `host_others_ratio` of them outside the run, or
+    `host_steal_ratio` of them stolen."""
+    if host is None:
+        return None
+    crowded = host.busy_ratio >= t.host_busy_ratio and host.others_ratio >= t.host_others_ratio
+    if crowded or host.steal_ratio >= t.host_steal_ratio:
+        return host.text()
+    return None
+
+
+def on_host(v: Verdict, host: HostLoad | None, t: Thresholds) -> Verdict:
+    """A step that fell short (broke, or its sender did) on a saturated host is
+    *host-saturated*: the instruments and the system were starved alike, so it names no
+    capacity; what the rule alone made of it stays among its reasons. A step that held there
+    stands, as a lower bound, and says so."""
+    why = saturation(host, t)
+    if why is None or v.verdict not in (HOLDS, BREAKS, SENDER_LIMITED):
+        return v
+    if v.verdict == HOLDS:
+        return replace(v, reasons=(*v.reasons, f"held on a saturated host ({why}): a lower bound"))
+    alone = f"by the step rule alone: {v.verdict}" + (
+        f": {'; '.join(v.reasons)}" if v.reasons else ""
+    )
+    return replace(v, verdict=HOST_SATURATED, reasons=(f"host saturated: {why}", alone))
+
+
+def judge_against(fig: StepFigures, t: Thresholds, baseline_e2e_p99_ms: float | None) -> Verdict:
+    """`judge` with the run's latency baseline so far (the e2e P99 of the first clean step
+    before this one, `clean_baseline`). With none, a step that is itself clean (holds by every
+    other test) is its own baseline; one that is not (sender-limited, broken, saturated) is held
+    to the absolute bar, so a first step already in trouble is never the measure of the rest."""
+    fig = replace(fig, baseline_e2e_p99_ms=baseline_e2e_p99_ms)
+    if baseline_e2e_p99_ms is None:
+        alone = judge(replace(fig, e2e_p99_ms=None), t)
+        if alone.verdict == HOLDS and saturation(fig.host, t) is None:
+            return alone
+    return judge(fig, t)
+
+
+def clean_baseline(fig: StepFigures, verdict: Verdict, t: Thresholds) -> float | None:
+    """The step's e2e P99 when it can be the run's latency baseline: it held (by every test),
+    on a host nobody else saturated, with enough deliveries to have a P99."""
+    if verdict.verdict != HOLDS or saturation(fig.host, t) is not None:
+        return None
+    return fig.e2e_p99_ms
 
 
 def sender_shortfall(fig: StepFigures, t: Thresholds) -> list[str]:
@@ -199,16 +267,27 @@ def system_breaks(fig: StepFigures, t: Thresholds, excused: bool) -> list[str]:
         allowed = max(t.latency_rise_min_ms, t.latency_rise_ratio * fig.e2e_median_ms)
         if fig.e2e_rise_ms > allowed + forgiven_ms:
             broken.append(f"e2e latency rose {fig.e2e_rise_ms:.0f} ms through the step")
-    if fig.e2e_p99_ms is not None and fig.baseline_e2e_p99_ms is not None:
-        allowed = max(
-            t.latency_inflation_min_ms, t.latency_inflation_ratio * fig.baseline_e2e_p99_ms
-        )
-        if fig.e2e_p99_ms > allowed + forgiven_ms:
-            broken.append(
-                f"e2e P99 {fig.e2e_p99_ms:.0f} ms, over {allowed:.0f} ms "
-                f"({t.latency_inflation_ratio:g}x the baseline {fig.baseline_e2e_p99_ms:.0f})"
-            )
+    if fig.e2e_p99_ms is not None and (over := _over_the_bar(fig, t, forgiven_ms)):
+        broken.append(over)
     return broken
+
+
+def _over_the_bar(fig: StepFigures, t: Thresholds, forgiven_ms: float) -> str | None:
+    """A standing queue: e2e P99 over max(`latency_inflation_min_ms`, `latency_inflation_ratio`
+    x the baseline), or with no baseline over the absolute `latency_inflation_min_ms`."""
+    assert fig.e2e_p99_ms is not None
+    base = fig.baseline_e2e_p99_ms
+    allowed = t.latency_inflation_min_ms
+    if base is not None:
+        allowed = max(allowed, t.latency_inflation_ratio * base)
+    if fig.e2e_p99_ms <= allowed + forgiven_ms:
+        return None
+    why = (
+        f"{t.latency_inflation_ratio:g}x the baseline {base:.0f}"
+        if base is not None
+        else "the absolute bar: no clean step before it to take a baseline from"
+    )
+    return f"e2e P99 {fig.e2e_p99_ms:.0f} ms, over {allowed:.0f} ms ({why})"
 
 
 def with_drift(v: Verdict, drift: DriftDoc | None) -> Verdict:
@@ -237,27 +316,6 @@ def drift_verdict_text(steps: Sequence[tuple[int, int, DriftDoc | None]]) -> str
     return f"e2e latency drifting in {'; '.join(found)}" if found else ""
 
 
-def breaking_point(verdicts: Sequence[Verdict]) -> tuple[int | None, int | None]:
-    """(breaking point, max sustainable rate) from step verdicts in run order."""
-    candidates = []
-    overload_rate: int | None = None  # rate of the breaking step whose backlog may linger
-    for v in verdicts:
-        if v.verdict == BREAKS:
-            inherited = overload_rate is not None and v.target_rate_per_s <= overload_rate
-            if not inherited:
-                candidates.append(v.target_rate_per_s)
-            overload_rate = max(overload_rate or 0, v.target_rate_per_s)
-        elif v.verdict == HOLDS:
-            overload_rate = None
-    point = min(candidates) if candidates else None
-    holding = [
-        v.target_rate_per_s
-        for v in verdicts
-        if v.verdict == HOLDS and (point is None or v.target_rate_per_s < point)
-    ]
-    return point, (max(holding) if holding else None)
-
-
 def slope_rise_ms(seconds: Sequence[float], values_ms: Sequence[float]) -> float | None:
     """Least-squares slope of values over time, times the time covered: the fitted rise."""
     n = len(seconds)
@@ -274,176 +332,9 @@ def slope_rise_ms(seconds: Sequence[float], values_ms: Sequence[float]) -> float
     return slope * (max(seconds) - min(seconds))
 
 
-@dataclass(frozen=True)
-class InstrumentEvidence:
-    """What says whether the instruments worked: run.json's account and what is on disk."""
-
-    run_status: str | None  # completed | interrupted | failed | running (never finished)
-    recorded_failures: tuple[str, ...]  # the runner's own findings (run.json)
-    sent_files: int
-    received_files: int
-    sender_reported_sent: int | None  # the sender's final summary, when it wrote one
-    receiver_reported_received: int | None  # the receiver's final stats, when it wrote them
-    acked: int  # from the records
-    acked_decoys: int  # acked events a trigger was meant to drop
-    deliveries: int  # received rows, foreign ones too
-    direct: bool = False  # the sender sent to the receiver itself: its acks are the receiver's
-    sut_processes_died: bool = False  # a process of the system under test exited during the run
-    # Requests that tried to deliver (recorded, refused, malformed, stalled), if the receiver
-    # said: its control plane (stats, clock, health) does not count.
-    receiver_delivery_attempts: int | None = None
-    receiver_url: str | None = None  # where the system was to deliver, if run.json says
-    # A fan-out's deliveries to a path no subscriber has, and its subscribers that take the
-    # run's events yet got none (analysis.fanout): together, a subscription wired wrong.
-    stray_deliveries: int = 0
-    silent_subscribers: tuple[str, ...] = ()
-
-
-def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
-    """Why the instruments cannot be trusted for this run; empty when they can."""
-    found = list(e.recorded_failures)
-    if e.stray_deliveries and e.silent_subscribers:
-        found.append(
-            f"nothing came to {', '.join(e.silent_subscribers)} although {e.stray_deliveries} "
-            "deliveries came to paths no subscriber has: a subscription wired to the wrong "
-            "URL, not the system's collapse; point each at its own (run.json's "
-            "sut_settings.subscribers)"
-        )
-    if e.run_status == "running":
-        found.append(
-            "the run never finished: evbench run stopped before writing its final run.json"
-        )
-    elif e.run_status == "failed" and not found:
-        found.append("run.json says the run failed (see its logs/)")
-    if e.sent_files == 0:
-        found.append(
-            "records missing: no sent records in sent/"
-            + (f" although the sender reported {n} sent" if (n := e.sender_reported_sent) else "")
-        )
-    if e.received_files == 0 and e.receiver_reported_received:
-        found.append(
-            f"records missing: no received records in received/ although the receiver "
-            f"counted {e.receiver_reported_received}"
-        )
-    elif (
-        e.deliveries == 0
-        and e.acked > e.acked_decoys
-        and _delivery_path_untried(e)
-        # the run said it already (evbench run diagnoses it as it ends)
-        and not any(f.startswith("nothing received although") for f in found)
-    ):
-        found.append(
-            wiring_diagnosis(e.acked - e.acked_decoys, e.receiver_url, e.receiver_delivery_attempts)
-        )
-    return tuple(found)
-
-
-def delivery_attempts(stats: Mapping[str, Any]) -> int:
-    """Requests that came to the receiver to deliver something, whatever became of them
-    (recorded, refused by its limits, malformed, stalled, failed inside it): its control
-    plane (stats, clock, health checks) is not among them."""
-    counts = (
-        "received",
-        "malformed",
-        "not_found",
-        "timed_out",
-        "internal_errors",
-        "refused_connections",
-    )
-    refused = stats.get("refused") or {}
-    return sum(int(stats.get(key) or 0) for key in counts) + sum(refused.values())
-
-
-def wiring_diagnosis(acked: int, receiver_url: str | None, attempts: int | None) -> str:
-    """Acks and no delivery at all: nearly always a wiring mistake (the system delivers
-    elsewhere), said as one with what to check, never read as the system's collapse."""
-    where = receiver_url or "the receiver's URL"
-    if attempts:
-        return (
-            f"nothing received although {acked} events were acked: {attempts} requests "
-            f"reached the receiver at {where} but delivered nothing it could record (see its "
-            "malformed and refused counts in run.json)"
-        )
-    return (
-        f"nothing received although {acked} events were acked, and nothing connected to the "
-        f"receiver: a wiring mistake, not the system's collapse. Check that the system delivers "
-        f"to {where} (its subscriber or sink URL; --receiver-host and --receiver-port; a "
-        "trigger filter that matches nothing)"
-    )
-
-
-def _delivery_path_untried(e: InstrumentEvidence) -> bool:
-    """Nothing arrived, and the instruments are to blame rather than the system: the receiver
-    acked the events itself (direct), or no system process died and nothing ever connected to
-    the receiver (a subscription that points elsewhere). A system whose dispatcher died, or
-    that connected and delivered nothing usable, has broken, and its steps say so."""
-    if e.direct:
-        return True
-    return not e.sut_processes_died and not e.receiver_delivery_attempts
-
-
-def under_instrument_failure(verdicts: Sequence[Verdict], failures: Sequence[str]) -> list[Verdict]:
-    """A breaking step of a run whose instrument failed may show the instrument's losses, not
-    the system's: it is judged instrument-failed. Holding steps held whatever the instruments
-    did later."""
-    if not failures:
-        return list(verdicts)
-    return [
-        replace(
-            v,
-            verdict=INSTRUMENT_FAILED,
-            reasons=(*v.reasons, "an instrument failed, so these may be the instrument's"),
-        )
-        if v.verdict == BREAKS
-        else v
-        for v in verdicts
-    ]
-
-
 def not_judged_probe(v: Verdict) -> Verdict:
     """A search's probe cut short (the search interrupted) is never a break, nor a hold: the
     search decides on whole probes, so what a part of one showed decides nothing."""
     if v.verdict not in (BREAKS, HOLDS):
         return v
     return replace(v, verdict=NOT_JUDGED, reasons=(*v.reasons, "a probe cut short is not judged"))
-
-
-def verdict_text(
-    breaking_point_per_s: int | None,
-    max_sustainable_rate_per_s: int | None,
-    failures: Sequence[str] = (),
-) -> str:
-    """The one-line verdict every report and summary line uses; an instrument failure (see
-    `instrument_failures`) outranks every figure."""
-    if failures:
-        return "instrument failed: " + "; ".join(failures)
-    sustainable = (
-        f"max sustainable {max_sustainable_rate_per_s}/s"
-        if max_sustainable_rate_per_s
-        else "no lower step held"
-    )
-    if breaking_point_per_s:
-        return f"breaks at {breaking_point_per_s}/s; {sustainable}"
-    if max_sustainable_rate_per_s:
-        return f"held every judged step; {sustainable}"
-    return "no step could be judged (sender-limited or too few events)"
-
-
-def search_verdict_text(result: SearchResultDoc | None, status: str | None = "completed") -> str:
-    """The one-line verdict of a capacity search (`evbench search`), from its result
-    (run.json's search.result, empty when it did not finish): the bracket it found, or why it
-    found none."""
-    if not result:
-        return f"searched: the search did not finish ({status}), no rate confirmed"
-    found, broke = result.get("max_sustainable_per_s"), result.get("lowest_break_per_s")
-    held = result.get("highest_hold_per_s")
-    if found and broke:
-        return f"searched: max sustainable {found}/s (held {found}/s, broke {broke}/s)"
-    if found:
-        return f"searched: max sustainable {found}/s (the highest rate probed; nothing broke)"
-    if result.get("workers_needed"):
-        return (
-            f"searched: the sender was the limit, not the system (held {held or '-'}/s; "
-            f"about {result['workers_needed']} sender workers needed)"
-        )
-    return f"searched: no rate confirmed ({result.get('why', '')})"

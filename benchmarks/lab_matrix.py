@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.verdicts import verdict_text
+from analysis.capacity import verdict_text
 
 _INSTRUMENTS = ("sender", "receiver")
 

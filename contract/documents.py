@@ -231,6 +231,16 @@ class DriftDoc(TypedDict):
 
 class StepSummaryDoc(TypedDict):
     step: int
+class HostLoadDoc(TypedDict):
+    """The host's load over a step (analysis.hostload.HostLoad): shares of all its CPUs."""
+
+    cpus: int
+    busy_ratio: float
+    others_ratio: float  # busy, less the run's own processes
+    steal_ratio: float
+    samples: int
+
+
     target_rate_per_s: int
     duration_s: int
     scheduled: int
@@ -263,6 +273,7 @@ class StepSummaryDoc(TypedDict):
     drift: NotRequired[DriftDoc | None]  # null: a step too short (absent: an older summary)
 
 
+    host: NotRequired[HostLoadDoc | None]  # null: no host samples over it
 class WorkerClockDoc(TypedDict):
     offset_ns: int  # the receiver's clock minus the worker's, before the run
     bound_ns: int  # the correction is right within ± this
@@ -342,6 +353,12 @@ class SummaryDoc(TypedDict):
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
     repeat: NotRequired[RepeatDoc]  # run.json's: one of N repeats of the pace
     objectives: NotRequired[list[ObjectiveDoc]]  # --slo: each met or breached
+    # A cool-down step that held after a break: where the system caught up (never a capacity).
+    recovered_per_s: NotRequired[int | None]
+    # The e2e P99 the standing-queue test compared steps with: the first clean step's; null
+    # when no step was clean (each then held to the absolute bar).
+    baseline_e2e_p99_ms: NotRequired[float | None]
+    host_saturated_steps: NotRequired[list[int]]  # steps others saturated the host in
     spectrum: NotRequired[dict[str, dict[str, list[SpectrumPointDoc]]]]  # metric -> line -> points
     subscribers: NotRequired[list[SubscriberSummaryDoc]]  # a fan-out's, each on its own
 

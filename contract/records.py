@@ -107,6 +107,35 @@ PROCESS_SAMPLE_FIELDS: tuple[Field, ...] = (
     Field("cpu_percent", "float64", False, "CPU since the previous sample; 100 = one core"),
 )
 
+# The machine as a whole, sampled in the same tick as the processes (same `t_ns`): whether
+# anything outside the run took the CPU its instruments and its system needed
+# (analysis.hostload, docs/definitions.md: host saturated).
+HOST_SAMPLE_FIELDS: tuple[Field, ...] = (
+    Field("t_ns", "int64", False, "when the sample was taken (as the processes' in that tick)"),
+    Field("cpus", "int32", False, "logical CPUs of the host", low_cardinality=True),
+    Field(
+        "busy_percent",
+        "float64",
+        False,
+        "the host's CPU in use since the previous sample, every process and steal; 100 = one "
+        "core, so cpus x 100 is all of it",
+    ),
+    Field(
+        "steal_percent",
+        "float64",
+        False,
+        "CPU a hypervisor gave to others since the previous sample (0 on bare metal); 100 = "
+        "one core",
+    ),
+    Field(
+        "evbench_percent",
+        "float64",
+        False,
+        "the CPU of the evbench process that runs the session (its samplers, scrapes, "
+        "progress); 100 = one core",
+    ),
+)
+
 # A Prometheus text endpoint scraped during a run (evbench.scrape): one row per sample, as the
 # endpoint exposed it, plus two of the scraper's own per scrape, as Prometheus adds them: `up`
 # (1 answered and parsed, 0 not) and `scrape_duration_seconds`.
@@ -225,6 +254,14 @@ class MetricSampleRow(NamedTuple):
     value: float
 
 
+class HostSampleRow(NamedTuple):
+    t_ns: int
+    cpus: int
+    busy_percent: float
+    steal_percent: float
+    evbench_percent: float
+
+
 class ConsumerLagRow(NamedTuple):
     t_ns: int
     group: str
@@ -239,6 +276,7 @@ ROW_TYPES: dict[type[tuple[object, ...]], tuple[Field, ...]] = {
     SentRow: SENT_FIELDS,
     ReceivedRow: RECEIVED_FIELDS,
     ProcessSampleRow: PROCESS_SAMPLE_FIELDS,
+    HostSampleRow: HOST_SAMPLE_FIELDS,
     ConsumerLagRow: CONSUMER_LAG_FIELDS,
     MetricSampleRow: METRIC_SAMPLE_FIELDS,
     MemorySampleRow: MEMORY_SAMPLE_FIELDS,

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.faultsteps import FaultLedger, fault_ledgers
+from analysis.hostload import HostLoad
 from analysis.objectives import Objective, breached, judge_values, share
 from analysis.steprule import judged_figures, latencies, outcomes, seconds_since
 from analysis.steps import second_counts
@@ -32,7 +33,8 @@ from analysis.verdicts import (
     StepFigures,
     Thresholds,
     Verdict,
-    judge,
+    judge_against,
+    saturation,
 )
 from contract.faults import FaultDoc
 
@@ -90,12 +92,22 @@ def probe_ledgers(
     return fault_ledgers(faults, schedule_start_ns, rows, points)
 
 
-def baseline_e2e_p99_ms(earlier: Sequence[tuple[str, float | None]]) -> float | None:
-    """How the system does unloaded, from the (verdict, e2e P99 ms) of the probes so far: the
-    first probe that held (the first probe, until one has), so that a first probe that broke
-    does not lift the bar for the rest. Pure."""
-    held = [probe for probe in earlier if probe[0] == HOLDS]
-    return next((p99_ms for _, p99_ms in held or earlier), None)
+def baseline_e2e_p99_ms(
+    earlier: Sequence[tuple[str, float | None, HostLoad | None]], thresholds: Thresholds
+) -> float | None:
+    """How the system does unloaded, from the (verdict, e2e P99 ms, host load) of the probes
+    so far: the first probe that held on a host nobody else saturated, as the run's analysis
+    takes the first clean step (analysis.capacity.judge_steps); None until one has, and a probe
+    judged without a baseline is its own if it is clean, else held to the absolute bar
+    (analysis.verdicts.judge_against). Pure."""
+    return next(
+        (
+            p99_ms
+            for verdict, p99_ms, host in earlier
+            if verdict == HOLDS and saturation(host, thresholds) is None
+        ),
+        None,
+    )
 
 
 def verdict_of(
@@ -118,7 +130,7 @@ def verdict_of(
 def _by_rule_and_objective(
     fig: StepFigures, thresholds: Thresholds, objectives: Sequence[Objective]
 ) -> Verdict:
-    found = judge(fig, thresholds)
+    found = judge_against(fig, thresholds, fig.baseline_e2e_p99_ms)
     if found.verdict != HOLDS:
         return found
     return with_objectives(found, fig, objectives)

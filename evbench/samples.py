@@ -14,9 +14,12 @@ from typing import Any
 
 import psutil
 
+from analysis.hostload import HostTicks
 from contract.records import (
+    HOST_SAMPLE_FIELDS,
     MEMORY_SAMPLE_FIELDS,
     PROCESS_SAMPLE_FIELDS,
+    HostSampleRow,
     MemorySampleRow,
     ProcessSampleRow,
 )
@@ -36,6 +39,15 @@ class ProcessSampler:
         self.writer = PartWriter(
             out_dir, PROCESS_SAMPLE_FIELDS, prefix="processes", roll_s=record_roll_s()
         )
+        # The host as a whole, in the same ticks: what the run's processes do not account for
+        # is someone else's load (analysis.hostload).
+        self.host_writer = PartWriter(
+            out_dir, HOST_SAMPLE_FIELDS, prefix="host", roll_s=record_roll_s()
+        )
+        self._host = HostCpu()
+        # The last hour's host samples with the run's processes' CPU in the same tick, for a
+        # search to judge a probe's host as it goes (bounded: a day's search keeps an hour).
+        self._recent_host: deque[tuple[HostSampleRow, float]] = deque(maxlen=3600)
         self.interval_s = interval_s
         self.flush_every = flush_every
         self._processes: dict[str, psutil.Process] = {}
@@ -88,10 +100,26 @@ class ProcessSampler:
     def start(self) -> None:
         self._thread.start()
 
+    def recent_host(self) -> HostTicks | None:
+        """The host samples of the last hour, as the analysis reads them from the files
+        (analysis.hostload.host_ticks); None before the first."""
+        with self._detailing:
+            recent = list(self._recent_host)
+        if not recent:
+            return None
+        return HostTicks(
+            t_ns=[h.t_ns for h, _ in recent],
+            cpus=[h.cpus for h, _ in recent],
+            busy_percent=[h.busy_percent for h, _ in recent],
+            steal_percent=[h.steal_percent for h, _ in recent],
+            ours_percent=[ours + h.evbench_percent for h, ours in recent],
+        )
+
     def _run(self) -> None:
         ticks = 0
         while not self._stop.wait(self.interval_s):
             now_ns = time.time_ns()
+            host, ours = self._host.sample(now_ns), 0.0
             for role, process in list(self._processes.items()):
                 try:
                     with process.oneshot():
@@ -102,9 +130,13 @@ class ProcessSampler:
                     continue
                 self.peak_rss_bytes[role] = max(rss, self.peak_rss_bytes.get(role, 0))
                 self.writer.append(ProcessSampleRow(now_ns, role, process.pid, rss, cpu))
+                ours += cpu
                 with self._detailing:
                     if (says := self._details.get(role)) is not None:
                         self._detail(role, process, now_ns, says)
+            self.host_writer.append(host)
+            with self._detailing:
+                self._recent_host.append((host, ours))
             ticks += 1
             if ticks % self.flush_every == 0:
                 self._flush()
@@ -138,6 +170,7 @@ class ProcessSampler:
         if self._detail_writer is not None:
             self._write(self._detail_writer)
         self._write(self.writer)
+        self._write(self.host_writer)
 
     def _write(self, writer: PartWriter) -> None:
         rows = writer.take()
@@ -154,6 +187,29 @@ class ProcessSampler:
         self._thread.join(timeout=5)
         self._flush()
         self.writer.roll()  # never raises: a roll that fails leaves its parts
+        self.host_writer.roll()
+
+
+class HostCpu:
+    """The host's CPU since the previous sample (the first one: since this object was made),
+    and this process's own, in the process samples' unit (100 = one core)."""
+
+    def __init__(self) -> None:
+        self.cpus = psutil.cpu_count() or 1
+        self._own = psutil.Process()
+        psutil.cpu_times_percent(None)  # the first call only sets the baseline
+        self._own.cpu_percent(None)
+
+    def sample(self, now_ns: int) -> HostSampleRow:
+        times = psutil.cpu_times_percent(None)  # shares of all CPUs together, summing to 100
+        idle = times.idle + getattr(times, "iowait", 0.0)  # waiting on a disk is idle CPU
+        return HostSampleRow(
+            now_ns,
+            self.cpus,
+            round(max(0.0, 100.0 - idle) * self.cpus, 2),
+            round(getattr(times, "steal", 0.0) * self.cpus, 2),
+            self._own.cpu_percent(None),
+        )
 
 
 def status_fields(text: str) -> dict[str, int]:

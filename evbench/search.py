@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import httpx
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analysis.fanout import fanout_from
 from analysis.faultsteps import judged_by_recovery
+from analysis.hostload import HostLoad, host_load
 from analysis.tasks import files_events
-from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED
+from analysis.verdicts import BREAKS, HOLDS, HOST_SATURATED, SENDER_LIMITED, saturation
 from contract.documents import (
     RunStatus,
 )
@@ -60,7 +63,7 @@ from evbench.searchdoc import (
     record,
     result_line,
 )
-from evbench.searchplan import Probe, Result, next_step
+from evbench.searchplan import Probe, Result, bracket, next_step
 from evbench.session import Echo, MakeSut, Session
 from loadgen.settings import SenderSettings
 from runtime.parquet import part_files
@@ -146,6 +149,10 @@ class _Search:
         ):
             if self.probed:
                 restart = self._between_probes()
+            if crowded := self._crowded():
+                if len(crowded) > _HOST_RETRIES:
+                    return self._host_result(probe, crowded)
+                self._wait_for_quiet_host(probe)
             if restart is not None:
                 session.restart_system()
             self.pending = probe
@@ -154,6 +161,54 @@ class _Search:
             self.pending = None
             session.record("running")
         return probe
+
+    def _crowded(self) -> list[Probed]:
+        """The last probes in a row that others' load on the host left inconclusive."""
+        crowded: list[Probed] = []
+        for probed in reversed(self.probed):
+            if probed.verdict != HOST_SATURATED:
+                break
+            crowded.append(probed)
+        return crowded
+
+    def _wait_for_quiet_host(self, probe: Probe) -> None:
+        """Before probing a rate again that a saturated host left inconclusive: until the host's
+        last 3 samples are under the host rule's thresholds, at most `_HOST_WAIT_S`."""
+        t, sampler = self.opts.thresholds, self.session.sampler
+        self.session.echo(
+            f"  the host is saturated by other processes: waiting up to {_HOST_WAIT_S:g} s for "
+            f"it to quiet, then {probe.rate_per_s}/s again (no break is placed on a busy host)"
+        )
+        deadline = time.monotonic() + _HOST_WAIT_S
+        while time.monotonic() < deadline:
+            ticks = sampler.recent_host()
+            if ticks is not None and len(ticks.t_ns) >= 3:
+                load = host_load(ticks, ticks.t_ns[-3] - NS_PER_S, ticks.t_ns[-1] - NS_PER_S)
+                if load is not None and saturation(load, t) is None:
+                    return
+            self.interrupts.checkpoint()
+            time.sleep(1.0)
+
+    def _host_result(self, probe: Probe, crowded: list[Probed]) -> Result:
+        """The search ends without placing a break: the host stayed saturated by others."""
+        hold, broke = bracket(outcomes(self.probed, self.opts.workers))
+        host = host_of(crowded[0].figures)
+        load = f" ({host.text()})" if host else ""
+        why = (
+            f"the host stayed saturated by other processes{load}: {len(crowded)} probes in a row "
+            f"inconclusive, the last at {probe.rate_per_s}/s; no break placed. Free the host (or "
+            "see --thresholds' host_* rule) and search again"
+        )
+        return Result(None, hold, broke, why, (), None, len(self.probed))
+
+    def _host_over(self, events: pa.Table) -> HostLoad | None:
+        """The host's load over a probe's slots, as the run's analysis reads it from the
+        samples (analysis.hostload)."""
+        if events.num_rows == 0:
+            return None
+        intended = events.column("intended_ns")
+        start_ns, end_ns = pc.min(intended).as_py(), pc.max(intended).as_py()
+        return host_load(self.session.sampler.recent_host(), start_ns, end_ns)
 
     def _between_probes(self) -> str | None:
         """Why the system must start afresh before the next probe (None: it goes on warm)."""
@@ -237,17 +292,21 @@ class _Search:
     ) -> Probed:
         """The probe's verdict from its records (evbench.probejudge), said and kept."""
         # A probe with a fault is no measure of the system unloaded.
-        calm = [(p.verdict, p.figures["e2e_p99_ms"]) for p in self.probed if not p.faulted]
-        baseline = baseline_e2e_p99_ms(calm)
+        calm = [(p.verdict, p.figures["e2e_p99_ms"], host_of(p.figures)) for p in self.probed]
+        baseline = baseline_e2e_p99_ms(
+            [c for c, p in zip(calm, self.probed, strict=True) if not p.faulted],
+            self.opts.thresholds,
+        )
         # The run's seconds count from its first slot, as the analysis counts them.
         start_ns = self.probed[0].start_ns if self.probed else done["start_ns"]
         figures = probe_figures(
             events, step, probe.rate_per_s, probe.hold_s, baseline, schedule_start_ns=start_ns
         )
+        figures = replace(figures, host=self._host_over(events))
         sut = self.session.sut
         only = sut is not None and sut.instruments_only
         verdict = verdict_of(figures, self.opts.thresholds, self.opts.objective, only)
-        if verdict.verdict not in (HOLDS, SENDER_LIMITED, BREAKS):  # insufficient data
+        if verdict.verdict not in (HOLDS, SENDER_LIMITED, BREAKS, HOST_SATURATED):
             # The plan holds every probe for at least the rule's minimum of events, so fewer
             # records than that are missing ones.
             raise _InstrumentFailed(f"probe {step}: {'; '.join(verdict.reasons)}")
@@ -328,6 +387,18 @@ class _Search:
             self.session, self.opts, self.probed, self.pending, result, clocks, status,
             self.fault_docs,
         )  # fmt: skip
+
+
+# A probe a saturated host left inconclusive is probed again this many times, each after
+# waiting up to _HOST_WAIT_S for the host to quiet; then the search ends without a break.
+_HOST_RETRIES = 2
+_HOST_WAIT_S = 30.0
+
+
+def host_of(figures: dict[str, Any]) -> HostLoad | None:
+    """A probe's host load from its figures as run.json keeps them (dataclasses.asdict)."""
+    host = figures.get("host")
+    return HostLoad(**host) if host else None
 
 
 # An expected count never reached: waiting for stragglers then ends when nothing new came for

@@ -15,7 +15,7 @@ from contract.senderlines import SenderDone
 from contract.units import NS_PER_S
 from evbench.options import SearchOptions
 from evbench.rundoc import sender_clocks, spanning_clocks
-from evbench.searchplan import Outcome, Probe, Result
+from evbench.searchplan import HOST_SATURATED, Outcome, Probe, Result
 from evbench.session import Session
 from loadgen.pace import parse_pace
 from runtime.clocks import DEFAULT_CORRECTION, Correction, corrections_from, to_apply
@@ -37,7 +37,8 @@ class Probed:
 
 
 def outcomes(probed: list[Probed], workers: int) -> list[Outcome]:
-    """The probes as the plan reads them (evbench.searchplan.next_step). Pure."""
+    """The probes as the plan reads them (evbench.searchplan.next_step): a probe a saturated
+    host left inconclusive is none of them, so the plan asks for its rate again. Pure."""
     return [
         Outcome(
             p.probe,
@@ -47,6 +48,7 @@ def outcomes(probed: list[Probed], workers: int) -> list[Outcome]:
             workers,
         )
         for p in probed
+        if p.verdict != HOST_SATURATED
     ]
 
 

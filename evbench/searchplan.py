@@ -16,9 +16,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from analysis.verdicts import BREAKS, HOLDS, SENDER_LIMITED, Thresholds
+from analysis.verdicts import BREAKS, HOLDS, HOST_SATURATED, SENDER_LIMITED, Thresholds
 
-__all__ = ["BREAKS", "HOLDS", "SENDER_LIMITED"]  # the rule's verdicts, as the plan reads them
+__all__ = [
+    "BREAKS",
+    "HOLDS",
+    "HOST_SATURATED",
+    "SENDER_LIMITED",
+]  # the rule's verdicts, as the plan reads them
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from analysis.verdicts import delivery_attempts, wiring_diagnosis
+from analysis.instrumentfail import delivery_attempts, wiring_diagnosis
 from contract.documents import NotReported, RunDoc, RunStatus, SutDeathDoc
 from contract.errors import EvbenchError
 from contract.layout import SutDir

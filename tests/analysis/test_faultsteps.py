@@ -14,7 +14,8 @@ from analysis.faultsteps import (
     faulted_steps,
     faults_text,
 )
-from analysis.verdicts import BREAKS, HOLDS, Verdict, breaking_point
+from analysis.capacity import breaking_point
+from analysis.verdicts import BREAKS, HOLDS, Verdict
 from contract.faults import FaultDoc
 
 S = 1_000_000_000

@@ -8,12 +8,12 @@ import pytest
 from analysis.digests import digest_of, top_values
 from analysis.inputs import AnalyzeOptions, SutInputs
 from analysis.steprule import StepTails, StepTotals
+from analysis.stepjudge import StepInput, judged_rows, tail
 from analysis.summary import (
     SutFindings,
     _run_verdict,
     headline,
     latency_text,
-    step_row,
     strict_json,
     summary,
 )
@@ -110,15 +110,13 @@ def test_a_step_row_is_judged_by_the_step_rule(changes, expected):
         sender_lag=_tail(found, "sender_lag"),
         e2e_medians=[(float(s), 2.0) for s in range(10)],
     )
-    row, verdict = step_row(total, 10, tails, Thresholds(), None)
+    ((row, verdict),), _ = judged_rows([StepInput(total, 10, tails)], Thresholds())
     assert verdict.verdict == expected == row["verdict"], verdict.reasons
     assert row["inflight_cap_refused"] == total["inflight_cap_refused"]
     assert row["delivered_rate_per_s"] == round((total["delivered"] - total["leaked"]) / 10, 2)
 
 
 def _tail(found, metric):
-    from analysis.summary import _tail as tail
-
     return tail(found.sketches, metric, 1)
 
 
@@ -157,8 +155,8 @@ def _verdict(kind, rate, step=1):
     ],
 )
 def test_the_runs_verdict(run, verdicts, failures, expected):
-    point, sustainable, text = _run_verdict(run, verdicts, failures)
-    assert (point, sustainable) == expected[:2]
+    found, text = _run_verdict(run, verdicts, failures)
+    assert (found.breaking_point_per_s, found.max_sustainable_rate_per_s) == expected[:2]
     assert text.startswith(expected[2]), text
 
 

@@ -2,23 +2,23 @@
 
 import pytest
 
+from analysis.capacity import breaking_point, search_verdict_text, verdict_text
+from analysis.instrumentfail import (
+    InstrumentEvidence,
+    instrument_failures,
+    under_instrument_failure,
+)
 from analysis.verdicts import (
     BREAKS,
     HOLDS,
     INSTRUMENT_FAILED,
     INSUFFICIENT,
     SENDER_LIMITED,
-    InstrumentEvidence,
     StepFigures,
     Thresholds,
     Verdict,
-    breaking_point,
-    instrument_failures,
     judge,
-    search_verdict_text,
     slope_rise_ms,
-    under_instrument_failure,
-    verdict_text,
 )
 from contract.errors import EvbenchError
 
@@ -60,7 +60,10 @@ JUDGE = [
     ("within 5x of the first step", fig(e2e_p99_ms=2000.0, baseline_e2e_p99_ms=402.0), HOLDS, ""),
     ("fast system: the floor applies", fig(e2e_p99_ms=34.0, baseline_e2e_p99_ms=2.0), HOLDS, ""),
     ("over the floor", fig(e2e_p99_ms=101.0, baseline_e2e_p99_ms=2.0), BREAKS, "over 100 ms"),
-    ("no baseline yet", fig(e2e_p99_ms=5000.0), HOLDS, ""),
+    # No clean step before it: the absolute bar (analysis.verdicts.judge_against says when a
+    # step is its own baseline instead).
+    ("no baseline: the absolute bar", fig(e2e_p99_ms=5000.0), BREAKS, "the absolute bar"),
+    ("no baseline, under the bar", fig(e2e_p99_ms=99.0), HOLDS, ""),
     ("sender lagging", fig(sender_lag_p99_ms=25.0), SENDER_LIMITED, "lag p99 25.0 ms"),
     ("sender short of the pace", fig(sender_ratio=0.9), SENDER_LIMITED, "90.0%"),
     # A late sender excuses what its lateness explains, and nothing more (issue 25's case:
@@ -214,7 +217,7 @@ def test_thresholds_file_overrides_only_what_it_names():
     ("point", "sustainable", "text"),
     [
         (1300, 1200, "breaks at 1300/s; max sustainable 1200/s"),
-        (1000, None, "breaks at 1000/s; no lower step held"),
+        (1000, None, "breaks at 1000/s; no step held below it on the way up"),
         (None, 2000, "held every judged step; max sustainable 2000/s"),
         (None, None, "no step could be judged"),
     ],

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from analysis.objectives import parse_objectives
+from analysis.hostload import HostLoad
 from analysis.verdicts import Thresholds
 from evbench.probejudge import (
     baseline_e2e_p99_ms,
@@ -130,18 +131,24 @@ def test_where_the_system_is_the_instruments_a_break_is_theirs():
     assert verdict_of(held, Thresholds(), NO_OBJECTIVE, instruments_only=True).verdict == "holds"
 
 
+BUSY = HostLoad(cpus=2, busy_ratio=1.0, others_ratio=0.5, steal_ratio=0.0, samples=5)
+QUIET = HostLoad(cpus=2, busy_ratio=0.5, others_ratio=0.01, steal_ratio=0.0, samples=5)
+
+
 @pytest.mark.parametrize(
     ("earlier", "baseline"),
     [
         ([], None),
-        ([("breaks", 90.0)], 90.0),  # no probe held yet: the first one
-        ([("breaks", 90.0), ("holds", 4.0), ("holds", 6.0)], 4.0),  # the first that held
-        ([("sender-limited", 3.0), ("holds", 5.0)], 5.0),
-        ([("holds", None)], None),  # held without deliveries to time
+        ([("breaks", 90.0, None)], None),  # no probe held yet: none (a broken one is no bar)
+        ([("sender-limited", 900.0, None)], None),  # nor one the sender could not keep
+        ([("breaks", 90.0, None), ("holds", 4.0, None), ("holds", 6.0, None)], 4.0),
+        ([("sender-limited", 3.0, None), ("holds", 5.0, None)], 5.0),
+        ([("holds", None, None)], None),  # held without deliveries to time
+        ([("holds", 7.0, BUSY), ("holds", 5.0, QUIET)], 5.0),  # held on a crowded host: not clean
     ],
 )
-def test_the_baseline_is_the_first_probe_that_held(earlier, baseline):
-    assert baseline_e2e_p99_ms(earlier) == baseline
+def test_the_baseline_is_the_first_clean_probe(earlier, baseline):
+    assert baseline_e2e_p99_ms(earlier, Thresholds()) == baseline
 
 
 def _as_analysed(r, step, start_ns, tmp_path):
@@ -151,7 +158,7 @@ def _as_analysed(r, step, start_ns, tmp_path):
     from analysis.job import from_steps
     from analysis.steprule import StepTails, step_figures
     from analysis.steps import StepContext, aggregate_step
-    from analysis.summary import _tail
+    from analysis.stepjudge import tail as _tail
 
     events = r.events(step, RATE)
     events = events.add_column(0, "sut", pa.array(["s0"] * events.num_rows))

@@ -26,14 +26,18 @@ def test_the_process_samples_roll_and_read_back_once(
     deadline = time.monotonic() + 30
     try:
         while time.monotonic() < deadline:  # two rolls made, whatever the machine's speed
-            rolled = [n for n in os.listdir(tmp_path) if (p := parse(n)) and p.rolled]
+            rolled = [
+                n
+                for n in os.listdir(tmp_path)
+                if n.startswith("processes") and (p := parse(n)) and p.rolled
+            ]
             if len(rolled) >= 2:
                 break
             time.sleep(0.05)
     finally:
         sampler.stop()
     assert len(rolled) >= 2, os.listdir(tmp_path)
-    kept = part_files(tmp_path)
+    kept = [f for f in part_files(tmp_path) if f.name.startswith("processes")]
     loose = [f for f in kept if (p := parse(f.name)) is None or not p.rolled]
     # The stop rolls what the open roll holds; a last lone part stays a file of its own.
     assert len(loose) <= 1 and all(f.name > r.name for f in loose for r in kept if r not in loose)
@@ -41,6 +45,11 @@ def test_the_process_samples_roll_and_read_back_once(
     stamps = [r["t_ns"] for r in rows]
     assert len(stamps) == len(set(stamps)) >= 4  # every sample once
     assert stamps == sorted(stamps)
+    # The host is sampled in the same ticks, stamped alike, so the analysis can tell the run's
+    # own CPU from others' (analysis.hostload).
+    host = _samples(tmp_path, "host")
+    assert [r["t_ns"] for r in host] == stamps
+    assert all(0 <= r["busy_percent"] <= 100 * r["cpus"] + 1 for r in host), host[:3]
 
 
 def test_a_process_watched_in_detail_gives_the_policy_and_the_files_every_sample(
