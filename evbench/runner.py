@@ -114,11 +114,16 @@ def _started(session: Session, line: SenderStart, faults: FaultInjector) -> None
 
 
 def _echo_summary(outcome: RunOutcome, echo: Echo) -> None:
+    """The run's last lines: its counts as the instruments reported them, or, for one that
+    died before its report, as its records on disk hold them (and said so)."""
     sender, receiver = outcome.sender, outcome.receiver
     sent, ok, failures = (_count(sender, k) for k in ("sent", "ok", "failures"))
-    received = _count(receiver, "received")
+    on_disk = outcome.records or {"sent_rows": 0, "received_rows": 0}
+    received, from_records = _count(receiver, "received"), ""
+    if "received" not in receiver:  # it died before its report: what its files hold
+        received = on_disk["received_rows"]
+        from_records = " (from its records: the receiver left no final report)"
     if "sent" not in sender:  # it died before its summary: what its files hold, instead
-        on_disk = outcome.records or {"sent_rows": 0, "received_rows": 0}
         echo(
             f"{outcome.status}: the sender left no summary; its records hold "
             f"{on_disk['sent_rows']} sent events, the receiver's {on_disk['received_rows']} "
@@ -127,15 +132,20 @@ def _echo_summary(outcome: RunOutcome, echo: Echo) -> None:
     else:
         echo(
             f"{outcome.status}: sent {sent}, acked {ok}, send failures {failures}, received "
-            f"{received}, acked but not received {max(0, ok - received)}; records in "
-            f"{outcome.sut_dir.root}"
+            f"{received}{from_records}, acked but not received {max(0, ok - received)}; "
+            f"records in {outcome.sut_dir.root}"
         )
     for failure in outcome.instrument_failures:
         echo(f"instrument failed: {failure}")
     if outcome.status == "interrupted":
+        kept = (
+            (on_disk["sent_rows"], on_disk["received_rows"])
+            if outcome.records is not None
+            else (_count(sender, "rows_written"), _count(receiver, "rows_written"))
+        )
         echo(
-            f"interrupted run kept {_count(sender, 'rows_written')} sent and "
-            f"{_count(receiver, 'rows_written')} received records; run.json says interrupted"
+            f"interrupted run kept {kept[0]} sent and {kept[1]} received records; run.json "
+            "says interrupted"
         )
 
 

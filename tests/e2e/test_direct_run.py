@@ -262,6 +262,11 @@ def test_receiver_killed_mid_run_is_an_instrument_failure_not_a_break(tmp_path):
     sent = read_parts(sut_dir / "sent", SENT_FIELDS).to_pylist()
     assert len(received) >= 200  # at least the parts seen on disk before the kill
     assert {r["event_id"] for r in received} <= {r["event_id"] for r in sent}
+    # Its last line counts the deliveries on disk, not "received 0" from a receiver that died
+    # before its report (issue 51, item 9.4).
+    assert run["records"]["received_rows"] == len(received)
+    said = f"received {len(received)} (from its records: the receiver left no final report)"
+    assert said in err and "received 0," not in err, err
     # Analysed, and the verdict is the instrument's, never a breaking point of the SUT.
     summary = json.loads((sut_dir / "analysis" / "summary.json").read_text())
     assert summary["verdict"].startswith("instrument failed: receiver died")
