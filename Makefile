@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint bench bench-tools bench-peers clean chromium iproute2
+.PHONY: run test check lint bench bench-tools bench-peers clean chromium iproute2 hdrhistogram
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,13 @@ iproute2:
 	  echo "installing Debian's iproute2 for the cross-host tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; }
 
-test: $(STAMP) chromium iproute2
+# The HDR export's tests read its logs back with HdrHistogram's own HistogramLogProcessor (Java).
+hdrhistogram:
+	@test -f /usr/share/java/hdrhistogram.jar || { \
+	  echo "installing Debian's libhdrhistogram-java for the HDR export tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhdrhistogram-java >/dev/null; }
+
+test: $(STAMP) chromium iproute2 hdrhistogram
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
 
 import fastdigest
 import numpy as np
@@ -30,8 +29,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from analysis.digests import CUMULATIVE_CENTROIDS
-from analysis.hdr import METRICS as HDR_METRICS
-from analysis.hdr import interval_lines, log_head, log_tail
 from contract.layout import SutDir
 from contract.units import NS_PER_MS, NS_PER_S
 
@@ -195,41 +192,3 @@ def _write_two_column(frame: DataFrame, staging: Path, outs: dict[str, Path]) ->
         with out.open("wb") as merged:
             for part in parts:
                 merged.write(part.read_bytes())
-
-
-def export_hdr(rows: DataFrame, dirs: Mapping[str, Path], start_ns: Mapping[str, int]) -> None:
-    """Every system's HdrHistogram logs (analysis.hdr: `<sut>/analysis/hdr/<metric>.hlog`),
-    from the tasks' HDR_ROWS, sorted by (sut, metric, second, step) and brought to the driver a
-    partition at a time, each line written as it comes (a day is 86,400 intervals a log: never
-    held whole), under a hidden name until the log is complete. Every system gets both logs,
-    empty but for their head when nothing was measured."""
-    paths = {
-        (sut, metric): SutDir(path).hdr_export / f"{metric}.hlog"
-        for sut, path in dirs.items()
-        for metric in HDR_METRICS
-    }
-    files: dict[tuple[str, str], IO[str]] = {}
-    ends = {log: [0, 0] for log in paths}  # values recorded at the range's ends: below, above
-    # Kept once made: the sort samples its input before it sorts, which would run the tasks
-    # (every record read again) twice more.
-    rows = rows.persist()
-    try:
-        for log, path in paths.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            files[log] = path.with_name(f".{path.name}.tmp").open("w")
-            files[log].write("\n".join(log_head(start_ns[log[0]])) + "\n")
-        for row in rows.orderBy("sut", "metric", "second", "step").toLocalIterator():
-            log = (row["sut"], row["metric"])
-            ends[log][0] += row["below"]
-            ends[log][1] += row["above"]
-            lines = interval_lines(row["step"], row["second"], row["max_ns"], row["histogram"])
-            files[log].writelines(line + "\n" for line in lines)
-        for log, out in files.items():
-            out.writelines(line + "\n" for line in log_tail(*ends[log]))
-            out.close()
-            Path(out.name).replace(paths[log])
-    finally:
-        rows.unpersist()
-        for out in files.values():
-            out.close()
-            Path(out.name).unlink(missing_ok=True)

@@ -44,6 +44,7 @@ from analysis.inputs import (
     never_started,
     sut_dirs,
 )
+from analysis.objectives import applied_objectives
 from analysis.objectives import judge as judge_objectives
 from analysis.spectrum import spectrum_doc
 from analysis.stepjudge import Sketch
@@ -114,8 +115,10 @@ def analyze(
             doc["subscribers"] = subscriber_docs(
                 fanout, found.findings(key), doc, opts.thresholds, checked[key].host
             )
-        if opts.objectives:
-            doc["objectives"] = judge_objectives(opts.objectives, doc)
+        objectives, source = applied_objectives(opts.objectives, checked[key].run)
+        if source is not None:
+            doc["objectives"] = judge_objectives(objectives, doc)
+            doc["objectives_from"] = source
         _write_sut(SutDir(path), key, found, doc)
         echo(headline(doc))
         if key in found.hdr_logs:

@@ -25,11 +25,11 @@ import html
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from analysis.verdicts import BREAKS, HOLDS
 from contract.documents import StepSummaryDoc, SummaryDoc
-from contract.figures import MeasuredUnit, ObjectiveDoc
+from contract.figures import MeasuredUnit, ObjectiveDoc, ObjectivesFrom
 
 Scope = Literal["run", "step", "probe"]
 _PERCENTILES = {"p50": "p50", "p99": "p99", "p99.9": "p999", "p99.99": "p9999", "max": "max"}
@@ -63,6 +63,26 @@ def parse_objectives(text: str, scope: Scope = "run") -> tuple[Objective, ...]:
     """`--slo`'s terms; a bad one is a ValueError naming it and what to write. `scope`: the
     command's (`probe` for a search: every term a probe's)."""
     return tuple(_term(t.strip(), scope) for t in text.split(",") if t.strip())
+
+
+def applied_objectives(
+    given: Sequence[Objective], run: Mapping[str, Any]
+) -> tuple[tuple[Objective, ...], ObjectivesFrom | None]:
+    """What an analysis judges, and where from: the objectives given (`--slo`), else those the
+    run was given (run.json's `objectives`: `evbench run --slo`'s terms), else none. A recorded
+    term that no longer reads is a ValueError naming run.json."""
+    if given:
+        return tuple(given), "--slo"
+    terms = run.get("objectives")
+    if not terms:
+        return (), None
+    bad = "run.json's objectives"
+    if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+        raise ValueError(f'{bad}: not a list of terms such as ["e2e-p99<=200ms"]')
+    try:
+        return parse_objectives(",".join(terms), "run"), "run.json"
+    except ValueError as exc:
+        raise ValueError(f"{bad}: {exc} (or give --slo to judge others)") from None
 
 
 def _term(term: str, scope: Scope) -> Objective:
@@ -241,4 +261,7 @@ def objectives_section(summary: SummaryDoc) -> str:
         f"<li class='{'holds' if o['met'] else 'breaks'}'>{html.escape(o['text'])}</li>"
         for o in judged
     )
-    return f"<h2>Objectives: {title}</h2><ul>{items}</ul>"
+    source = ""
+    if summary.get("objectives_from") == "run.json":
+        source = "<p>The run's own (<code>--slo</code>, kept in run.json).</p>"
+    return f"<h2>Objectives: {title}</h2>{source}<ul>{items}</ul>"

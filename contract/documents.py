@@ -18,7 +18,7 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast, get_type
 from contract.errors import EvbenchError
 from contract.fanout import SubscriberDoc, SubscriberSummaryDoc
 from contract.faults import FaultDoc
-from contract.figures import IntervalDoc, ObjectiveDoc, SpectrumPointDoc, TailDoc
+from contract.figures import IntervalDoc, ObjectiveDoc, ObjectivesFrom, SpectrumPointDoc, TailDoc
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.lines import SenderClock, renamed_keys
 from contract.receiverlines import ReceiverStats
@@ -158,6 +158,7 @@ class RunDoc(TypedDict):
     sut_deaths: NotRequired[list[SutDeathDoc]]  # across restarts (a search's), in time order
     faults: NotRequired[list[FaultDoc]]  # --fault, --fault-exec: what was done, and when
     repeat: NotRequired[RepeatDoc]  # --repeat N, N > 1
+    objectives: NotRequired[list[str]]  # --slo's terms, judged again by a re-analysis
     decoy_every: NotRequired[int]
     interrupted: NotRequired[bool]
     reason: NotRequired[str]  # why it ended as it did, when nothing else in it says
@@ -353,6 +354,7 @@ class SummaryDoc(TypedDict):
     search: NotRequired[SearchDoc]  # `evbench search`: run.json's search, as found
     repeat: NotRequired[RepeatDoc]  # run.json's: one of N repeats of the pace
     objectives: NotRequired[list[ObjectiveDoc]]  # --slo: each met or breached
+    objectives_from: NotRequired[ObjectivesFrom]  # the analysis' --slo, or the run's
     # A cool-down step that held after a break: where the system caught up (never a capacity).
     recovered_per_s: NotRequired[int | None]
     # The e2e P99 the standing-queue test compared steps with: the first clean step's; null

@@ -5,6 +5,9 @@ objective as judged (`--slo`, analysis.objectives) and the percentile spectrum
 from typing import Literal, NotRequired, TypedDict
 
 MeasuredUnit = Literal["ms", "per_s", "events", "share"]
+# Where a summary's objectives came from: the analysing command's `--slo`, or run.json's
+# `objectives` (the run's own `--slo`, judged again by a re-analysis given none).
+ObjectivesFrom = Literal["--slo", "run.json"]
 
 
 class SpectrumPointDoc(TypedDict):

@@ -4,7 +4,8 @@ directories is runtime.runs').
 runs/<run-id>-<pace>/index.html
 runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/, metrics/],
                             profiles/step-<N>/, logs/,
-                            analysis/{summary.json, metrics.parquet, ..., report.html, knative/}}
+                            analysis/{summary.json, metrics.parquet, ..., report.html, knative/,
+                                      hdr/[step-<N>/]}}
 """
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ class SutDir:
     def hdr_export(self) -> Path:
         """`--export-hdr`'s HdrHistogram interval logs (analysis.hdr)."""
         return self.analysis / "hdr"
+
+    def hdr_log(self, metric: str, step: int | None = None) -> Path:
+        """One of them: the whole run's (`step` None), or one step's in a folder of its own."""
+        folder = self.hdr_export if step is None else self.hdr_export / f"step-{step}"
+        return folder / f"{metric}.hlog"
 
 
 def run_index_html(run_dir: Path) -> Path:

@@ -98,6 +98,7 @@ class RunOptions(SessionOptions):
     faults: tuple[Fault, ...] = ()  # --fault, --fault-exec: checked against the system
     repeat: int = 1  # which run of the pace this is, of `repeats` (--repeat)
     repeats: int = 1
+    objectives: tuple[str, ...] = ()  # --slo's terms, kept in run.json for a re-analysis
 
 
 @dataclass

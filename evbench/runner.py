@@ -54,6 +54,8 @@ def run(opts: RunOptions, echo: Echo, live: bool, make: MakeSut = make_sut) -> R
             doc["faults"] = faults.docs
         if opts.repeats > 1:
             doc["repeat"] = {"index": opts.repeat, "of": opts.repeats}
+        if opts.objectives:  # judged again by `evbench analyze` when given no --slo
+            doc["objectives"] = list(opts.objectives)
         session.write(doc)
 
     with Interrupts(echo) as interrupts, session:

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from analysis.objectives import Objective, Scope, parse_objectives
+from analysis.objectives import Objective, Scope, applied_objectives, parse_objectives
 from analysis.slices import SLICE_EVENTS
 from contract.documents import SummaryDoc
 from contract.errors import EvbenchError
@@ -65,8 +65,10 @@ def add(commands: Subcommands) -> None:
         "--export-hdr",
         action="store_true",
         help="also write each system's e2e and publish latencies as HdrHistogram interval logs "
-        "(analysis/hdr/{e2e,publish}.hlog: one interval per second, tagged by step, in ns), "
-        "which HdrHistogram's HistogramLogProcessor and plotter read",
+        "in ns, one interval per second: analysis/hdr/{e2e,publish}.hlog for the whole run, "
+        "analysis/hdr/step-N/{e2e,publish}.hlog for each step, every event once in each, as "
+        "HdrHistogram's HistogramLogProcessor and the hdrhistogram Python package read them; "
+        "the paths are printed",
     )
     analyze.add_argument(
         "--thresholds",
@@ -76,7 +78,9 @@ def add(commands: Subcommands) -> None:
         help='override verdict thresholds, e.g. {"max_lost_ratio": 0.01}; the thresholds '
         "used are printed in every summary.json",
     )
-    add_slo_argument(analyze, "run")
+    add_slo_argument(
+        analyze, "run", "the run's own, kept in run.json by `evbench run --slo`, else none"
+    )
     _add_method_arguments(analyze)
     add_plot_metric_argument(analyze)
     add_verbose_argument(analyze)
@@ -125,16 +129,19 @@ _SLO_HELP = {
     "max in ms or s; lost, duplicates, send-failures as events or a share (0.1%%); "
     "breaking-point, max-sustainable in events/s. Whole run by default, `step:` before a term "
     "for every judged step. Each is said met or breached, in summary.json and the report; a "
-    "breach exits 3 (default: none)",
+    "breach exits 3",
     "probe": "a holding probe must also meet this, e.g. --slo 'e2e-p99<=200ms,lost<=0.1%%' "
     "(quoted: < is the shell's): each probe's e2e-p99 (from the intended send time), lost and "
-    "send-failures, as events or a share (default: the breaking-point rule alone)",
+    "send-failures, as events or a share",
 }
+_SLO_DEFAULT = {"run": "none", "probe": "the breaking-point rule alone"}
 
 
-def add_slo_argument(parser: argparse.ArgumentParser, scope: Scope) -> None:
+def add_slo_argument(
+    parser: argparse.ArgumentParser, scope: Scope, default: str | None = None
+) -> None:
     """--slo: one grammar (analysis.objectives) for analyze and run (judged on the analysed
-    run) and search (on each probe)."""
+    run) and search (on each probe); `default` says what is judged without it."""
 
     def objectives(text: str) -> tuple[Objective, ...]:
         try:
@@ -142,7 +149,10 @@ def add_slo_argument(parser: argparse.ArgumentParser, scope: Scope) -> None:
         except ValueError as exc:  # argparse would say only "invalid value"
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    parser.add_argument("--slo", type=objectives, default=(), help=_SLO_HELP[scope])
+    said = default or _SLO_DEFAULT[scope]
+    parser.add_argument(
+        "--slo", type=objectives, default=(), help=f"{_SLO_HELP[scope]} (default: {said})"
+    )
 
 
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
@@ -199,6 +209,7 @@ def analyze_path(
         return analyze_memory_path(path, master, remote, verbose)
     # Every input is checked before Spark starts (a second at most): a bad path fails at once.
     inputs = inputs_for(path, echo)
+    _check_recorded_objectives(inputs, objectives)
     plural = "y" if len(inputs) == 1 else "ies"
     echo(f"analysing {len(inputs)} SUT director{plural} with Spark ({remote or master})")
     spark, inputs = _compacted_while_spark_starts(inputs, master, remote, verbose, slice_events)
@@ -234,10 +245,28 @@ def _refuse_objectives(path: Path, objectives: Sequence[Objective]) -> None:
         raise EvbenchError(f"{path} is a memory run: --slo judges runs and searches only")
 
 
+def _check_recorded_objectives(inputs: Sequence[SutInputs], given: Sequence[Objective]) -> None:
+    """Objectives a run recorded (run.json's, from `evbench run --slo`) that no longer read fail
+    here, before Spark starts, when no --slo replaces them."""
+    for checked in inputs:
+        try:
+            applied_objectives(given, checked.run)
+        except ValueError as exc:
+            raise EvbenchError(f"{checked.path}: {exc}") from None
+
+
+# How the output names where a summary's objectives came from.
+_OBJECTIVES_FROM = {"--slo": "--slo", "run.json": "run.json, as the run was given them"}
+
+
 def _exit_codes(summaries: Sequence[SummaryDoc]) -> list[int]:
-    """Each system's: 1 when an instrument failed, 3 when it missed an objective (each said)."""
+    """Each system's: 1 when an instrument failed, 3 when it missed an objective (each said,
+    after which objectives were judged and where from)."""
     codes = []
     for summary in summaries:
+        if source := summary.get("objectives_from"):
+            terms = ",".join(judged["objective"] for judged in summary.get("objectives", []))
+            echo(f"{summary['sut']}: objectives {terms} (from {_OBJECTIVES_FROM[source]})")
         for judged in summary.get("objectives", []):
             echo(f"{summary['sut']}: objective {judged['text']}")
         missed = any(not judged["met"] for judged in summary.get("objectives", []))

@@ -56,7 +56,11 @@ def add(commands: Subcommands) -> None:
         "middle repeat and range; 5 for a CI gate (default 1)",
     )
     add_fault_arguments(run, "step", "2@5s")
-    add_slo_argument(run, "run")
+    add_slo_argument(
+        run,
+        "run",
+        "none; those given are kept in run.json, and `evbench analyze` judges them again",
+    )
     add_regression_arguments(run, "run")
     run.set_defaults(main=main)
 
@@ -89,6 +93,7 @@ def main(args: argparse.Namespace) -> int:
         sut=args.sut[0] if args.sut else "direct",
         faults=checked_faults(args, session["lab"], args.sut or LOCAL_SUTS, pace.steps),
         repeats=args.repeat,
+        objectives=tuple(objective.text for objective in args.slo),
         **session,
     )
     cores = os.cpu_count() or 1

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.objectives import breached, judge, judge_values, parse_objectives
+from analysis.objectives import (
+    applied_objectives,
+    breached,
+    judge,
+    judge_values,
+    parse_objectives,
+)
 
 
 @pytest.mark.parametrize(
@@ -51,6 +57,44 @@ def test_a_bad_objective_names_its_term_and_what_to_write(text, scope, says):
     with pytest.raises(ValueError, match=f"--slo term '{text}'") as raised:
         parse_objectives(text, scope)
     assert says in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded", "texts", "source"),
+    [
+        # a re-analysis given no --slo keeps the run's (`evbench run --slo`, in run.json)
+        (
+            "",
+            {"objectives": ["e2e-p99<=200ms", "lost<=0"]},
+            ["e2e-p99<=200ms", "lost<=0"],
+            "run.json",
+        ),
+        # new ones replace them
+        ("lost<=0.1%", {"objectives": ["e2e-p99<=200ms"]}, ["lost<=0.1%"], "--slo"),
+        ("lost<=0", {}, ["lost<=0"], "--slo"),
+        # a run given none (or before run.json kept them) is judged on none
+        ("", {}, [], None),
+        ("", {"objectives": []}, [], None),
+    ],
+)
+def test_an_analysis_judges_the_given_objectives_else_the_runs(given, recorded, texts, source):
+    objectives, found = applied_objectives(parse_objectives(given) if given else (), recorded)
+    assert ([o.text for o in objectives], found) == (texts, source)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "says"),
+    [
+        (["e2e-p99<200ms"], "--slo term 'e2e-p99<200ms': write NAME<=VALUE"),
+        ("lost<=0", "not a list of terms"),
+        ([3], "not a list of terms"),
+    ],
+)
+def test_objectives_a_run_recorded_that_do_not_read_are_named(recorded, says):
+    with pytest.raises(ValueError, match=r"run\.json's objectives") as raised:
+        applied_objectives((), {"objectives": recorded})
+    assert says in str(raised.value)
+    assert applied_objectives(parse_objectives("lost<=0"), {"objectives": recorded})[1] == "--slo"
 
 
 def _step(number, rate, verdict="holds", p99=5.0, p9999=9.0, lost=0, duplicates=0, failed=0):

@@ -197,6 +197,16 @@ def _sut_with_broken_run_json(root: Path) -> Path:
     return sut
 
 
+def _sut_with_unreadable_objectives(root: Path) -> Path:
+    """A run whose run.json keeps an objective (`evbench run --slo`) that does not read."""
+    from tests.analysis.crafted import craft
+
+    sut, _ = craft(root)
+    run = json.loads((sut / "run.json").read_text())
+    (sut / "run.json").write_text(json.dumps({**run, "objectives": ["e2e-p99<200ms"]}))
+    return sut
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("make", "message"),
@@ -205,8 +215,15 @@ def _sut_with_broken_run_json(root: Path) -> Path:
         (_sut_without_start, "the sender never started"),
         (_sut_with_truncated_part, "unreadable Parquet file"),
         (_sut_with_broken_run_json, "cannot read run.json"),
+        (_sut_with_unreadable_objectives, "run.json's objectives: --slo term 'e2e-p99<200ms'"),
     ],
-    ids=["missing directory", "never started", "truncated part file", "broken run.json"],
+    ids=[
+        "missing directory",
+        "never started",
+        "truncated part file",
+        "broken run.json",
+        "unreadable objectives",
+    ],
 )
 def test_analyze_checks_its_inputs_before_starting_spark(tmp_path, make, message):
     named = make(tmp_path)
