@@ -152,6 +152,9 @@ class SenderCounts(TypedDict):
     rows_written: int
     parts_written: int
     flush_errors: int
+    # Rows the last flush could not write either (a full disk): lost, so the sender failed
+    # (exit 1). Absent when none, and from older senders.
+    unwritten_rows: NotRequired[int]
 
 
 class EngineSummary(SenderCounts, TransportStats):
@@ -164,6 +167,7 @@ class EngineSummary(SenderCounts, TransportStats):
     stop_reason: str | None
     steps: list[SenderStepSummary]
     precise_timer: bool | None
+    records_error: NotRequired[str]  # with unwritten_rows: the last write's error
 
 
 class SenderSummary(EngineSummary):

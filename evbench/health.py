@@ -83,9 +83,14 @@ def receiver_refusals(stats: ReceiverStats | NotReported) -> str | None:
 def sender_failure(exit_code: int, summary: SenderDone | None) -> str | None:
     """How the sender ended, when its records do not cover the pace it was given (None: they
     do). 130 is an interrupted sender that stopped scheduling and flushed, as asked. A fleet
-    that lost workers finished without their share of the pace."""
+    that lost workers finished without their share of the pace. One that could not write all
+    its records sent events that its records do not hold: their deliveries would read as sent
+    by no one, and their losses would go uncounted."""
     if summary is None:
         return f"sender ended without finishing ({exit_text(exit_code)})"
+    if unwritten := summary.get("unwritten_rows"):
+        why = summary.get("records_error") or "a write failed"
+        return f"sender could not write {unwritten} of its sent records ({why})"
     if failed := summary.get("failed_workers"):
         lost = "; ".join(f"worker {i}: {why}" for i, why in sorted(failed.items()))
         return f"sender fleet lost {len(failed)} of {summary['workers']} workers ({lost})"

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import uvloop
@@ -231,9 +232,31 @@ async def _send(
     # Beside the records: what `evbench collect` needs to rebuild run.json from them alone
     # (the summary, the settings as argv, the host), when the sender ran somewhere else.
     record: SenderRecord = {**summary, "host": socket.gethostname(), "argv": settings.argv()}
-    (settings.out / f"_sender-w{settings.worker}.json").write_text(json.dumps(record, indent=2))
+    _write_record(settings.out / f"_sender-w{settings.worker}.json", record)
     done: SenderDone = {"event": "done", **summary}
     _emit(done)
+    return _exit_code(done, settings)
+
+
+def _write_record(path: Path, record: SenderRecord) -> None:
+    """The sender's record beside its records; a disk that cannot take it is said, and the
+    done line still goes out (it says what the records lack)."""
+    try:
+        path.write_text(json.dumps(record, indent=2))
+    except OSError as exc:
+        print(f"evbench send: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+
+
+def _exit_code(done: SenderDone, settings: SenderSettings) -> int:
+    """1 when rows were sent but never written (their events would read as sent by no one),
+    said on stderr; else 130 interrupted, 0 done."""
+    if unwritten := done.get("unwritten_rows"):
+        print(
+            f"evbench send: {unwritten} sent records could not be written to {settings.out} "
+            f"({done.get('records_error')}): the records are incomplete",
+            file=sys.stderr,
+        )
+        return 1
     return 130 if done["interrupted"] else 0
 
 

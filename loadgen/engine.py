@@ -411,7 +411,7 @@ class Engine:
 
     def summary(self) -> EngineSummary:
         steps = [state.summary(self.workers) for state in self.states]
-        return {
+        summary: EngineSummary = {
             "start_ns": self.start_ns,
             "worker": self.worker,
             "workers": self.workers,
@@ -430,3 +430,8 @@ class Engine:
             "parts_written": self.writer.parts_written,
             "flush_errors": self.records.flush_errors,
         }
+        # After the last flush, rows no write took are lost: said, with why.
+        if unwritten := self.records.unwritten_rows:
+            summary["unwritten_rows"] = unwritten
+            summary["records_error"] = self.records.last_error or "unknown"
+        return summary

@@ -130,6 +130,7 @@ class SentRecorder:
         self.warn = warn
         self.columns = SentColumns()
         self.flush_errors = 0
+        self.last_error: str | None = None  # the last failed write's, as said in `warn`
         # Called on the writer thread with each buffer before it is written (the live figures
         # of loadgen.sendmetrics: their histograms follow the records, a batch at a time).
         self.observe: Callable[[SentColumns], None] | None = None
@@ -179,8 +180,14 @@ class SentRecorder:
         except Exception as exc:
             self._write_failed(columns, exc)
 
+    @property
+    def unwritten_rows(self) -> int:
+        """Rows kept for a retry that has not succeeded (after the last flush: rows lost)."""
+        return len(self.columns)
+
     def _write_failed(self, columns: SentColumns, exc: Exception) -> None:
         self.flush_errors += 1
+        self.last_error = str(exc)
         self.columns = _merged(columns, self.columns)
         self.warn(f"writing sent records failed, will retry: {exc}")
 

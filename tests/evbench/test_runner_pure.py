@@ -144,6 +144,14 @@ def test_receiver_failure(died, code, stats, expected):
             "sender fleet lost 2 of 3 workers (worker 0: its sender exited (-9); worker 2: "
             "missing)",
         ),
+        # rows it could not write (a full disk): an instrument failure whatever its exit
+        (
+            1,
+            {"unwritten_rows": 812, "records_error": "[Errno 27] File too large"},
+            "sender could not write 812 of its sent records ([Errno 27] File too large)",
+        ),
+        (0, {"unwritten_rows": 5}, "sender could not write 5 of its sent records (a write failed)"),
+        (0, {"unwritten_rows": 0, "flush_errors": 3}, None),  # retried until written: whole
     ],
 )
 def test_sender_failure(code, summary, expected):
