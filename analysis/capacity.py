@@ -26,8 +26,8 @@ from analysis.verdicts import (
     judge_against,
     saturation,
 )
-from contract.documents import HostLoadDoc, StepSummaryDoc
 from contract.searchdocs import SearchResultDoc
+from contract.summarydocs import HostLoadDoc, StepSummaryDoc
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 from analysis.steprule import StepTotals
 from analysis.verdicts import HOLDS, Verdict
-from contract.documents import DeathSummaryDoc, RunDoc, SutDeathDoc
+from contract.documents import RunDoc, SutDeathDoc
+from contract.summarydocs import DeathSummaryDoc
 from contract.units import NS_PER_S
 
 SYSTEM_DIED = "system-died"

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from analysis.verdicts import Thresholds
-from contract.documents import DriftDoc
+from contract.summarydocs import DriftDoc
 
 STABLE = "stable"
 DRIFTING = "drifting"

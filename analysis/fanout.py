@@ -25,8 +25,9 @@ import pyarrow.compute as pc
 
 from analysis.digests import digest_rows
 from analysis.steprule import StepTotals, flags, latencies, outcomes, step_totals
-from contract.documents import RunDoc, SummaryDoc
+from contract.documents import RunDoc
 from contract.fanout import SubscriberDoc
+from contract.summarydocs import SummaryDoc
 
 # (path at the receiver, takes the run's events), subscriber 1 first; () for one subscriber.
 Fanout = tuple[tuple[str, bool], ...]

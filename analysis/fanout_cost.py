@@ -19,7 +19,7 @@ from typing import Any
 
 from analysis.fanout import summary_fanout
 from analysis.repeats import shown_name
-from contract.documents import SummaryDoc
+from contract.summarydocs import SummaryDoc
 from contract.units import NS_PER_S
 
 # The instruments' roles in the process samples (evbench.session, evbench.follow): never the

@@ -14,8 +14,8 @@ from analysis.stepjudge import Sketch, StepInput, judged_rows
 from analysis.steprule import StepTails, StepTotals
 from analysis.summary import SutFindings, whole_run
 from analysis.verdicts import Thresholds
-from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.fanout import SubscriberCountsDoc, SubscriberStepDoc, SubscriberSummaryDoc
+from contract.summarydocs import StepSummaryDoc, SummaryDoc
 
 
 def subscriber_docs(

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from analysis.pages import figure_html
-from contract.documents import FaultSummaryDoc, SummaryDoc
+from contract.summarydocs import FaultSummaryDoc, SummaryDoc
 
 
 def cost_against_rate(faults: Sequence[FaultSummaryDoc], rates: Mapping[int, int]) -> go.Figure:

@@ -29,8 +29,8 @@ from typing import Any
 
 from analysis.steprule import LATE_AFTER_MS, StepTotals
 from analysis.verdicts import BREAKS, HOLDS, Verdict
-from contract.documents import FaultSummaryDoc
 from contract.faults import FaultDoc
+from contract.summarydocs import FaultSummaryDoc
 from contract.units import NS_PER_S
 
 FAULTED = "faulted"

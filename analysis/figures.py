@@ -14,8 +14,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis.downsample import thinned
-from contract.documents import FaultSummaryDoc, StepSummaryDoc
 from contract.searchdocs import SearchProbeDoc
+from contract.summarydocs import FaultSummaryDoc, StepSummaryDoc
 from contract.units import NS_PER_S
 
 VERDICT_COLOURS = {

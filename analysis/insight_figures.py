@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from analysis.downsample import PLOT_POINTS, thinned
 from analysis.figures import PROCESS_COLOURS, VERDICT_COLOURS
 from analysis.insight import SCRAPER_METRICS, Series
-from contract.documents import StepSummaryDoc
+from contract.summarydocs import StepSummaryDoc
 
 # A step band: its first and last second with events due (analysis.figures.step_spans).
 Span = tuple[int, int]

@@ -19,10 +19,11 @@ from analysis.figures import step_spans
 from analysis.insight import read_samples, system_metrics
 from analysis.insight_figures import metric_plot, x_range
 from analysis.pages import cell, figure_html, href
-from contract.documents import RunDoc, StepSummaryDoc, SummaryDoc, read_document
+from contract.documents import RunDoc, read_document
 from contract.errors import RecordFileError
 from contract.insight import ProfileDoc, ScrapeDoc
 from contract.layout import SutDir
+from contract.summarydocs import StepSummaryDoc, SummaryDoc
 
 Row = dict[str, Any]  # a second of metrics.parquet
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -59,8 +59,8 @@ from analysis.steps import (
 )
 from analysis.summary import SutFindings, headline, strict_json, summary
 from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, hdr_rows, plan, rule_events, run
-from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.layout import SutDir
+from contract.summarydocs import StepSummaryDoc, SummaryDoc
 from contract.units import NS_PER_S
 from runtime.clocks import Correction, corrections_from, to_apply
 from runtime.files import write_text_atomically
@@ -304,9 +304,9 @@ def from_steps(
             strays[sut] = strays.get(sut, 0) + (steps.column("strays")[i].as_py() or 0)
             continue
         order.setdefault(sut, []).append((step, part))
-        totals.setdefault((sut, step), []).append(steps.column("totals")[i].as_py())
+        totals.setdefault((sut, step), []).append(_totals(steps.column("totals")[i].as_py()))
         for mine in steps.column("subscribers")[i].as_py() or ():
-            theirs.setdefault((sut, mine["number"], step), []).append(mine["totals"])
+            theirs.setdefault((sut, mine["number"], step), []).append(_totals(mine["totals"]))
         seconds.setdefault(sut, []).extend(steps.column("seconds")[i].as_py())
         points.setdefault(sut, []).append(flat(steps.column("points").slice(i, 1)))
     by_sut: dict[str, list[StepTotals]] = {}
@@ -355,6 +355,13 @@ def _sketches(
         k = top_k.get((key[0], key[2]), sum(len(t) for t in tops[key]))
         sketches[key] = (merged(found), merged_top(tops[key], k))
     return sketches, slices
+
+
+def _totals(row: dict[str, Any]) -> StepTotals:
+    """A step's totals as they came back from a task (TOTALS_ARROW): its failures by cause
+    come as Arrow's map, (cause, count) pairs."""
+    row["failures_by_cause"] = dict(row.get("failures_by_cause") or ())
+    return cast(StepTotals, row)
 
 
 def _write_sut(out: SutDir, key: str, found: _Aggregates, summary: SummaryDoc) -> None:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from analysis.verdicts import BREAKS, HOLDS
-from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.figures import MeasuredUnit, ObjectiveDoc, ObjectivesFrom
+from contract.summarydocs import StepSummaryDoc, SummaryDoc
 
 Scope = Literal["run", "step", "probe"]
 _PERCENTILES = {"p50": "p50", "p99": "p99", "p99.9": "p999", "p99.99": "p9999", "max": "max"}

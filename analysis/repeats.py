@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from analysis.fanout import summary_fanout
-from contract.documents import SummaryDoc
 from contract.figures import IntervalDoc
+from contract.summarydocs import SummaryDoc
 
 
 class Spread(TypedDict):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +38,12 @@ from analysis.spectrum import spectrum_section, systems_spectrum
 from analysis.summary import latency_text, read_summary, significant
 from analysis.verdicts import drift_verdict_text
 from analysis.window_report import windows_section
-from contract.documents import (
-    FaultSummaryDoc,
-    RunDoc,
-    StepSummaryDoc,
-    SummaryDoc,
-    schedule_start_ns,
-)
+from contract.documents import RunDoc, schedule_start_ns
 from contract.figures import TailDoc
 from contract.layout import SutDir, run_index_html
+from contract.summarydocs import FaultSummaryDoc, StepSummaryDoc, SummaryDoc
 from contract.units import NS_PER_MS
+from runtime.failcause import causes_text
 from runtime.files import write_text_atomically
 from runtime.parquet import part_files
 
@@ -65,6 +61,12 @@ def _figure(column: str, value: object) -> str:
     if column in LATENCY_COLUMNS and math.isfinite(value):
         return cell(significant(value))
     return cell(value)
+
+
+def _with_causes(failures: int, causes: Mapping[str, int] | None) -> object:
+    """A failures cell: the count, and by cause when there are any (runtime.failcause)."""
+    text = causes_text(causes or {})
+    return f"{failures} ({text})" if text else failures
 
 
 def _load(layout: SutDir) -> tuple[SummaryDoc, list[Row], list[Row], list[Row]]:
@@ -156,6 +158,7 @@ def _steps_table(steps: list[StepSummaryDoc]) -> str:
     rows = []
     for step in steps:
         shown: Row = dict(step)
+        shown["send_failures"] = _with_causes(step["send_failures"], step.get("failures_by_cause"))
         cells = "".join(f"<td>{_figure(c, shown.get(c))}</td>" for c in columns)
         why = html.escape("; ".join(step.get("reasons", [])))
         rows.append(f"<tr class='{cell(step['verdict'])}'>{cells}<td class='text'>{why}</td></tr>")
@@ -360,7 +363,8 @@ def write_index(run_dir: Path, sut_dirs: list[Path]) -> Path:
             f"<td class='text'><a href='{link}'>{cell(shown_name(summary))}</a></td>"
             f"<td class='text'>{cell(headline(summary))}</td>"
             f"<td>{cell(_latency_cell(summary['latency_ms']['e2e']))}</td>"
-            f"<td>{cell(counts['send_failures'])}</td><td>{cell(counts['lost'])}</td>"
+            f"<td>{cell(_with_causes(counts['send_failures'], counts.get('failures_by_cause')))}"
+            f"</td><td>{cell(counts['lost'])}</td>"
             f"<td>{cell(counts['duplicates'])}</td>"
             + (f"<td class='text'>{cell(faults_brief(faults))}</td>" if faulted else "")
             + "</tr>"

@@ -20,8 +20,8 @@ import plotly.graph_objects as go
 from analysis.digests import quantile, union_sketch
 from analysis.pages import figure_html, plotly_text
 from analysis.repeats import shown_name
-from contract.documents import StepSummaryDoc, SummaryDoc
 from contract.figures import SpectrumPointDoc
+from contract.summarydocs import StepSummaryDoc, SummaryDoc
 
 SPECTRUM_QUANTILES = (0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 0.99999)
 SPECTRUM_METRICS = ("e2e", "publish")

@@ -19,8 +19,9 @@ from analysis.drift import drift_of
 from analysis.hostload import HostLoad, HostTicks, host_load
 from analysis.steprule import StepTails, StepTotals, cut_short_s, duration_of, step_figures
 from analysis.verdicts import Thresholds, Verdict, not_judged_probe, with_drift
-from contract.documents import DriftDoc, HostLoadDoc, RunDoc, StepSummaryDoc
+from contract.documents import RunDoc
 from contract.figures import TailDoc
+from contract.summarydocs import DriftDoc, HostLoadDoc, StepSummaryDoc
 from runtime.formulas import achieved_rate_per_s
 
 # A step's digest of one metric and its exact top values.
@@ -124,6 +125,7 @@ def step_row(
         "delivered_rate_per_s": round(delivered_rate_per_s, 2),
         "send_failures": total["send_failures"],
         "inflight_cap_refused": total["inflight_cap_refused"],
+        "failures_by_cause": dict(total.get("failures_by_cause") or {}),
         "lost": total["lost"],
         "duplicates": total["duplicates"],
         "filtered": total["filtered"],

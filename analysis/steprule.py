@@ -26,6 +26,7 @@ from analysis.digests import digest_rows, empty_tail, from_bytes, tail_figures
 from analysis.verdicts import StepFigures, slope_rise_ms
 from contract.figures import TailDoc
 from contract.units import NS_PER_MS, NS_PER_S
+from runtime.failcause import added, failure_cause
 from runtime.formulas import achieved_rate_per_s
 
 # Latency metrics: name -> (end column, start column). Each is only defined where both exist and,
@@ -55,7 +56,7 @@ RULE_INPUTS = (
     "decoy",
     "deliveries",
 )
-INPUT_COLUMNS = ("sut", "step", "target_rate_per_s", *RULE_INPUTS, "inflight_cap_refused")
+INPUT_COLUMNS = ("sut", "step", "target_rate_per_s", *RULE_INPUTS, "inflight_cap_refused", "error")
 
 Outcomes = dict[str, np.ndarray]
 
@@ -85,6 +86,8 @@ class StepTotals(TypedDict):
     # Arrived before it was due: only a clock disagreement (or a wrong correction) does that, so
     # it is counted, never hidden.
     negative_e2e: int
+    # The send failures by cause (runtime.failcause), the in-flight cap's among them.
+    failures_by_cause: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,23 @@ def step_totals(table: pa.Table, found: Outcomes) -> StepTotals:
         "first_received_ns": _min_or_none(received[delivered]),
         "last_received_ns": _max_or_none(received[delivered]),
         "negative_e2e": int((received[delivered] < intended[delivered]).sum()),
+        "failures_by_cause": failures_by_cause(table, found["send_failure"]),
     }
+
+
+def failures_by_cause(table: pa.Table, failed: np.ndarray) -> dict[str, int]:
+    """The failed events (`failed`) by cause, from their status and error as recorded: one
+    group per distinct (status, error), each named once (runtime.failcause)."""
+    if not failed.any():
+        return {}
+    errors = table.column("error") if "error" in table.column_names else pa.nulls(table.num_rows)
+    rows = pa.table({"status": table.column("status"), "error": errors}).filter(pa.array(failed))
+    groups = rows.group_by(["status", "error"], use_threads=False).aggregate([("status", "count")])
+    found: dict[str, int] = {}
+    for status, error, n in zip(*(groups.column(i).to_pylist() for i in range(3)), strict=True):
+        cause = failure_cause(int(status), error) or "other"
+        found[cause] = found.get(cause, 0) + int(n)
+    return found
 
 
 # How a step's totals are merged from its slices' (analysis.slices): counts add up, the
@@ -174,11 +193,14 @@ def merged_totals(parts: Sequence[StepTotals]) -> StepTotals:
     """One step's totals from its slices' (all of the same step)."""
     merged: dict[str, Any] = dict(parts[0])
     for part in parts[1:]:
-        for name, value in part.items():
+        row: Mapping[str, Any] = part
+        for name, value in row.items():
             if name == "step":
                 continue
             held = merged[name]
-            if name not in _EARLIEST and name not in _LATEST:
+            if name == "failures_by_cause":
+                merged[name] = added(held or {}, value or {})
+            elif name not in _EARLIEST and name not in _LATEST:
                 merged[name] = held + value
             elif held is None or value is None:
                 merged[name] = value if held is None else held
@@ -216,6 +238,7 @@ def step_figures(
         e2e_p99_ms=tails.e2e["p99"],
         baseline_e2e_p99_ms=baseline_e2e_p99_ms,
         inflight_cap_refused=totals["inflight_cap_refused"],
+        failures_by_cause=totals.get("failures_by_cause") or {},
     )
 
 

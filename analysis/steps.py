@@ -67,6 +67,7 @@ TOTALS_ARROW = pa.struct(
         ("first_received_ns", pa.int64()),
         ("last_received_ns", pa.int64()),
         ("negative_e2e", pa.int64()),
+        ("failures_by_cause", pa.map_(pa.string(), pa.int64())),
     ]
 )
 # Sends count by sent_ns, failures, losses and late deliveries (analysis.steprule.LATE_AFTER_MS)

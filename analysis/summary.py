@@ -9,6 +9,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +43,12 @@ from analysis.instrumentfail import (
 from analysis.stepjudge import Sketch, system_steps
 from analysis.steprule import StepTotals
 from analysis.verdicts import Thresholds, Verdict, drift_verdict_text
-from contract.documents import (
-    ClockSummaryDoc,
-    CountsDoc,
-    RunDoc,
-    StepSummaryDoc,
-    SummaryDoc,
-    receiver_stats,
-    sender_summary,
-)
+from contract.documents import RunDoc, receiver_stats, sender_summary
 from contract.figures import TailDoc
+from contract.summarydocs import ClockSummaryDoc, CountsDoc, StepSummaryDoc, SummaryDoc
 from contract.units import NS_PER_MS
 from runtime.clocks import Correction
+from runtime.failcause import added, causes_text
 
 # summary.json's latency_ms: name -> metric.
 SUMMARY_LATENCIES = {
@@ -107,11 +102,7 @@ def summary(
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
     found_capacity, verdict = _run_verdict(run, verdicts, failures)
     saturated = saturated_steps(steps, opts.thresholds)
-    if (crowded := host_verdict_text(steps, saturated)) and not failures:
-        verdict = f"{verdict}; {crowded}"
-    drifts = [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
-    if (drifting := drift_verdict_text(drifts)) and not failures:
-        verdict = f"{verdict}; {drifting}"
+    verdict = verdict if failures else _with_host_and_drift(verdict, steps, saturated)
     if deaths.found and not failures and "search" not in run:
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
         verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
@@ -151,6 +142,19 @@ def summary(
     if faults:
         doc["faults"] = fault_summaries(faults, ledgers, by_step, inputs.start_ns)
     return doc
+
+
+def _with_host_and_drift(
+    verdict: str, steps: Sequence[StepSummaryDoc], saturated: Sequence[int]
+) -> str:
+    """The run's verdict, with the steps a saturated host left inconclusive and the steps
+    whose latency drifts, when there are any."""
+    if crowded := host_verdict_text(steps, saturated):
+        verdict = f"{verdict}; {crowded}"
+    drifts = [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
+    if drifting := drift_verdict_text(drifts):
+        verdict = f"{verdict}; {drifting}"
+    return verdict
 
 
 def _judged(
@@ -267,6 +271,9 @@ def _counts(totals: Sequence[StepTotals], foreign: int) -> CountsDoc:
         "decoys": total("decoys"),
         "filtered": total("filtered"),
         "leaked": total("leaked"),
+        "failures_by_cause": reduce(
+            added, (row.get("failures_by_cause") or {} for row in rows), {}
+        ),
     }
 
 
@@ -327,11 +334,17 @@ def headline(summary: SummaryDoc) -> str:
     return (
         f"{summary['sut']}: {summary['verdict']}; e2e {tail} {latency_text(e2e['p9999'])} "
         f"(n={e2e['n']}); "
-        f"sent {c['sent']}, send failures {c['send_failures']}, lost {c['lost']}, "
+        f"sent {c['sent']}, send failures {c['send_failures']}{_causes(c)}, lost {c['lost']}, "
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
         + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
         + (f"; {len(fans)} subscribers, lost at each: {' '.join(lost)}" if fans else "")
     )
+
+
+def _causes(counts: CountsDoc) -> str:
+    """` (connection refused 1000)`: the send failures by cause, when there are any."""
+    text = causes_text(counts.get("failures_by_cause") or {})
+    return f" ({text})" if text else ""
 
 
 def read_summary(path: Path) -> SummaryDoc:

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from analysis.hostload import HostLoad
-from contract.documents import DriftDoc
 from contract.errors import EvbenchError
+from contract.summarydocs import DriftDoc
+from runtime.failcause import causes_text
 
 HOLDS = "holds"
 BREAKS = "breaks"
@@ -144,6 +145,8 @@ class StepFigures:
     baseline_e2e_p99_ms: float | None = None  # the first judged step's, unloaded
     inflight_cap_refused: int = 0  # of send_failures: slots the sender's in-flight cap refused
     host: HostLoad | None = None  # the host's load over the step, when it was sampled
+    # send_failures by cause (runtime.failcause), said in the reason when they break the step
+    failures_by_cause: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,7 @@ def system_breaks(fig: StepFigures, t: Thresholds, excused: bool) -> list[str]:
     broken = []
     failures = fig.send_failures - (fig.inflight_cap_refused if excused else 0)
     if failures > t.max_send_failure_ratio * fig.scheduled:
-        broken.append(f"{failures} send failures of {fig.scheduled}")
+        broken.append(_failures_text(fig, failures))
     if fig.lost > t.max_lost_ratio * max(fig.acked, 1):
         broken.append(f"{fig.lost} lost of {fig.acked} acked")
     # None: no decoys said; 0: every event one the system should drop (a trigger that takes
@@ -270,6 +273,18 @@ def system_breaks(fig: StepFigures, t: Thresholds, excused: bool) -> list[str]:
     if fig.e2e_p99_ms is not None and (over := _over_the_bar(fig, t, forgiven_ms)):
         broken.append(over)
     return broken
+
+
+def _failures_text(fig: StepFigures, counted: int) -> str:
+    """`8339 send failures of 30000 (in-flight cap 5790, timeout 2549)`: the step's own count,
+    as its row gives it, by cause; and, where the sender's cap refusals were forgiven, how many
+    of them are the system's."""
+    causes = causes_text(fig.failures_by_cause or {})
+    text = f"{fig.send_failures} send failures of {fig.scheduled}"
+    text += f" ({causes})" if causes else ""
+    if counted != fig.send_failures:
+        text += f": {counted} of them the system's (the sender's own cap refused the rest)"
+    return text
 
 
 def _over_the_bar(fig: StepFigures, t: Thresholds, forgiven_ms: float) -> str | None:

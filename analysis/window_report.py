@@ -22,8 +22,8 @@ from analysis.downsample import thinned
 from analysis.pages import figure_html
 from analysis.summary import latency_text
 from analysis.windows import WindowMerger, window_width_s
-from contract.documents import StepSummaryDoc
 from contract.layout import SutDir
+from contract.summarydocs import StepSummaryDoc
 
 Row = dict[str, Any]
 # The metrics drawn per window: those of the cumulative lines (analysis.digests).

@@ -63,6 +63,8 @@ class SenderProgress(TypedDict):
     inflight: int
     inflight_cap_refused: int
     rows_written: int
+    # the step's failures so far by cause (runtime.failcause); absent from older senders
+    failures_by_cause: NotRequired[dict[str, int]]
     # a fleet: its slowest worker by lag p99 (whose figure lag_p99_ms is), and the failed ones
     workers_reporting: NotRequired[int]
     slowest_worker: NotRequired[int | None]
@@ -100,6 +102,7 @@ class StepCounts(TypedDict):
     failures: int
     inflight_cap_refused: int  # slots refused by the in-flight cap (also counted in failures)
     gc_collected: int | None
+    failures_by_cause: NotRequired[dict[str, int]]  # runtime.failcause; absent: older senders
 
 
 class StepTimings(TypedDict):
@@ -152,6 +155,7 @@ class SenderCounts(TypedDict):
     rows_written: int
     parts_written: int
     flush_errors: int
+    failures_by_cause: NotRequired[dict[str, int]]  # runtime.failcause; absent: older senders
     # Rows the last flush could not write either (a full disk): lost, so the sender failed
     # (exit 1). Absent when none, and from older senders.
     unwritten_rows: NotRequired[int]

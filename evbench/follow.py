@@ -25,6 +25,7 @@ from evbench.interrupts import Interrupts
 from evbench.progress import progress_line, step_line
 from evbench.session import Echo, Session
 from loadgen.settings import SenderSettings
+from runtime.failcause import wiring_cause, wiring_text
 from runtime.procs import Child
 
 _LOG_PROGRESS_EVERY = 10  # progress events (seconds) between lines when stderr is not a terminal
@@ -42,6 +43,8 @@ class _Follow:
     reported_dead: frozenset[str] = frozenset()
     pending_live: bool = False
     progress_count: int = 0
+    acked: bool = False  # any event acked in the run so far
+    wiring: str | None = None  # the early diagnosis, once made
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ def follow_sender(
         if line["event"] == "done":
             return line, None
         _on_line(session, line, follow)
+        _watch_wiring(session, sender, line, follow)
 
 
 def _metrics_line(session: Session, doc: dict[str, Any]) -> None:
@@ -154,6 +158,24 @@ def _watch_instruments(session: Session, sender: Child, follow: _Follow) -> None
         follow.reported_dead |= {death["role"]}
         when = death_text(death, session.outcome.schedule_start_ns)
         echo(f"{session.opts.sut}: {when}; going on ({follow.crash_note})")
+
+
+def _watch_wiring(session: Session, sender: Child, line: SenderLine, follow: _Follow) -> None:
+    """Every event so far failed with one cause that says the target was never reached as
+    meant (runtime.failcause.wiring_cause: a dead port, a 404, a proxy's 502): a wiring
+    mistake, said at once with what to check, and the sender stopped as Ctrl-C stops it
+    (records kept): the run has failed, never judged as the system's collapse."""
+    if line["event"] != "progress" or follow.wiring is not None or follow.acked:
+        return
+    if line["ok"]:
+        follow.acked = True
+        return
+    causes = line.get("failures_by_cause") or {}
+    if cause := wiring_cause(causes, line["ok"], line["failures"]):
+        follow.wiring = wiring_text(cause, line["failures"], session.target)
+        session.instrument_failed(follow.wiring)
+        session.echo(f"{follow.wiring}; stopping the sender (the run has failed)")
+        sender.signal(signal.SIGINT)
 
 
 def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:

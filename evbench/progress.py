@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from contract.senderlines import SenderProgress, StepEnd
+from runtime.failcause import causes_text
 
 
 def _ms(value: float | None) -> str:
@@ -14,9 +17,17 @@ def progress_line(doc: SenderProgress, steps_total: int | None, received: int | 
     label = _label(doc["step"], steps_total)
     return (
         f"{label:>12}  {doc['target_rate_per_s']:>6}/s  last 1 s {doc['window_sent']:>6}/s  "
-        f"lag p99 {_ms(doc['lag_p99_ms']):>9}{_fleet(doc)}  failures {doc['failures']:>5}  "
+        f"lag p99 {_ms(doc['lag_p99_ms']):>9}{_fleet(doc)}  "
+        f"failures {doc['failures']:>5}{_causes(doc.get('failures_by_cause'))}  "
         f"in flight {doc['inflight']:>4}  received {_count(received)}"
     )
+
+
+def _causes(counts: Mapping[str, int] | None) -> str:
+    """The failures by cause, when there are any: ` (connection refused 998, timeout 2)`.
+    The in-flight cap is among them: the sender's own refusals, when it could not keep up."""
+    text = causes_text(counts or {})
+    return f" ({text})" if text else ""
 
 
 def _fleet(doc: SenderProgress) -> str:
@@ -37,8 +48,9 @@ def step_line(doc: StepEnd, steps_total: int | None, received: int | None) -> st
     ratio = 100 * achieved / target if target else 0.0
     return (
         f"{label:>12}  {target:>6}/s  achieved {achieved:>8.1f}/s ({ratio:6.2f} %)  "
-        f"lag p99 {_ms(doc['lag_p99_ms']):>9}  failures {doc['failures']:>5}  "
-        f"cap hits {doc['inflight_cap_refused']}  received {_count(received)}"
+        f"lag p99 {_ms(doc['lag_p99_ms']):>9}  "
+        f"failures {doc['failures']:>5}{_causes(doc.get('failures_by_cause'))}  "
+        f"received {_count(received)}"
         + (
             f"  FAILED workers: {', '.join(sorted(failed))}"
             if (failed := doc.get("failed_workers"))

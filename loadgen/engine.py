@@ -21,6 +21,7 @@ import gc
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import reduce
 
 from contract.lines import WarningLine
 from contract.records import INFLIGHT_CAP_ERROR
@@ -33,6 +34,7 @@ from loadgen.schedule import NS_PER_S, PlannedStep, WorkerSlots, worker_slots
 from loadgen.stepstate import FOLD_AT, StepState
 from loadgen.ticker import Ticker, every
 from loadgen.window import Window
+from runtime.failcause import INFLIGHT_CAP, added, failure_cause
 from runtime.parquet import PartWriter
 
 # Slots started in one wake-up before the loop reads answers again, when the pacer is behind.
@@ -241,7 +243,7 @@ class Engine:
             return
         if self.inflight >= self.max_inflight:
             state.inflight_cap_refused += 1
-            state.failures += 1
+            state.fail(INFLIGHT_CAP)
             self.records.columns.append(seq, intended_ns, NO_TIME, NO_TIME, 0, INFLIGHT_CAP_ERROR)
             if self.window.latency is not None:
                 self.window.answered(0, INFLIGHT_CAP_ERROR)
@@ -280,7 +282,7 @@ class Engine:
         if ok:
             request.state.ok += 1
         else:
-            request.state.failures += 1
+            request.state.fail(failure_cause(status, error) or "other")
         if self.window.latency is not None:
             answered_ns = time.time_ns() if ack_ns is None else ack_ns
             latency_ms = (answered_ns - request.intended_ns) // NS_PER_MS
@@ -422,6 +424,7 @@ class Engine:
             "ok": sum(s["ok"] for s in steps),
             "failures": sum(s["failures"] for s in steps),
             "inflight_cap_refused": sum(s["inflight_cap_refused"] for s in steps),
+            "failures_by_cause": reduce(added, (s.get("failures_by_cause", {}) for s in steps), {}),
             "unanswered_at_end": self.unanswered_at_end,
             "timed_out": self.timed_out,
             "precise_timer": self._precise_timer,

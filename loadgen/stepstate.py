@@ -33,6 +33,8 @@ class StepState:
     ok: int = 0
     failures: int = 0
     inflight_cap_refused: int = 0  # slots the in-flight cap refused (also in failures)
+    # The failures by cause (runtime.failcause), for the live lines and the step's summary.
+    causes: dict[str, int] = field(default_factory=dict)
     last_sent_ns: int | None = None
     gc_ms: float | None = None
     gc_collected: int | None = None
@@ -43,6 +45,11 @@ class StepState:
     wake_jitter_ns: array[int] = field(default_factory=lambda: array("q"))
     lag: LogHistogram = field(default_factory=LogHistogram)
     wake_jitter: LogHistogram = field(default_factory=LogHistogram)
+
+    def fail(self, cause: str) -> None:
+        """One more failure, of `cause`."""
+        self.failures += 1
+        self.causes[cause] = self.causes.get(cause, 0) + 1
 
     def fold(self, window: LogHistogram | None = None) -> None:
         """Count the buffered values in the step's histograms (the lags in `window` too)."""
@@ -71,6 +78,7 @@ class StepState:
             "ok": self.ok,
             "failures": self.failures,
             "inflight_cap_refused": self.inflight_cap_refused,
+            "failures_by_cause": dict(self.causes),
             "achieved_send_rate_per_s": achieved_rate_per_s(
                 self.sent, self.start_ns, self.last_sent_ns, self.planned.rate_per_s
             )

@@ -47,6 +47,7 @@ class Window:
             "inflight": inflight,
             "inflight_cap_refused": state.inflight_cap_refused,
             "rows_written": rows_written,
+            "failures_by_cause": dict(state.causes),
         }
 
     def answers_line(self, step: int) -> SenderAnswers | None:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from analysis.objectives import Objective, Scope, applied_objectives, parse_objectives
 from analysis.slices import SLICE_EVENTS
-from contract.documents import SummaryDoc
 from contract.errors import EvbenchError
+from contract.summarydocs import SummaryDoc
 from evbench.campaign import OBJECTIVE_BREACHED, worst_exit_code
 from evbench.commands import Subcommands, echo
 from runtime.argtypes import at_least_one, seconds, spark_master, spark_remote

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any, cast, get_args, get_type_hints
 
 from contract.lines import WarningLine
@@ -38,6 +39,7 @@ from contract.senderlines import (
     TransportStats,
     parse_sender_summary,
 )
+from runtime.failcause import added
 
 # How each key combines across workers, read from the types (contract.senderlines).
 _SAME_STEP = tuple(StepIdentity.__annotations__)
@@ -53,6 +55,9 @@ _TRANSPORT_SLOWEST = frozenset(key for key, hint in _TRANSPORT.items() if float 
 
 def _sum(docs: Iterable[Mapping[str, Any]], key: str) -> Any:
     values = [d[key] for d in docs if d.get(key) is not None]
+    if values and isinstance(values[0], dict):  # failures by cause: each cause summed
+        empty: dict[str, int] = {}
+        return reduce(added, values, empty)
     return sum(values) if values else None
 
 
@@ -229,6 +234,7 @@ class Tally:
             "failures": sum(d["failures"] for d in current),
             "inflight": sum(d["inflight"] for d in docs.values()),
             "inflight_cap_refused": sum(d["inflight_cap_refused"] for d in current),
+            "failures_by_cause": _sum(current, "failures_by_cause") or {},
             "rows_written": sum(d["rows_written"] for d in docs.values()),
             "workers_reporting": len(docs),
             "slowest_worker": slowest,

@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 
 from analysis.drift import drift_of
 from analysis.verdicts import Thresholds
-from contract.documents import SummaryDoc, TailDoc
+from contract.documents import TailDoc
 from contract.layout import SutDir
+from contract.summarydocs import SummaryDoc
 
 S = 1_000_000_000
 T0 = 1_750_000_000 * S

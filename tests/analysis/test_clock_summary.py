@@ -3,7 +3,8 @@
 import pytest
 
 from analysis.summary import clock_summary
-from contract.documents import ClockSummaryDoc, problems
+from contract.documents import problems
+from contract.summarydocs import ClockSummaryDoc
 from runtime.clocks import Correction, OffsetEstimate
 
 MS = 1_000_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.capacity import breaking_point
 from analysis.faultsteps import (
     FAULTED,
     after_faults,
@@ -14,7 +15,6 @@ from analysis.faultsteps import (
     faulted_steps,
     faults_text,
 )
-from analysis.capacity import breaking_point
 from analysis.verdicts import BREAKS, HOLDS, Verdict
 from contract.faults import FaultDoc
 

@@ -140,3 +140,18 @@ def test_export_knative_two_column_files(spark, tmp_path):
     sent = read_parts(back / "sent", SENT_FIELDS).to_pylist()
     assert len(sent) == expected["acked"] + expected["failures"]
     assert len(read_parts(back / "received", RECEIVED_FIELDS)) == summary["counts"]["received"]
+
+
+def test_failures_are_counted_by_cause_alike_in_every_place(analysed):
+    # Step 2's failures are every 50th event's 503 and one slot the in-flight cap refused
+    # (crafted.py): one count per cause, the same in the run's counts and its step's row, and
+    # the step's reason gives the row's number with them (runtime.failcause).
+    _, expected, summary = analysed
+    causes = {"HTTP 503": expected["failures"] - 1, "in-flight cap": 1}
+    assert summary["counts"]["failures_by_cause"] == causes
+    one, two = summary["steps"]
+    assert one["failures_by_cause"] == {} and two["failures_by_cause"] == causes
+    assert sum(two["failures_by_cause"].values()) == two["send_failures"]
+    assert two["verdict"] == "breaks", two["reasons"]
+    n503 = causes["HTTP 503"]
+    assert f"{n503 + 1} send failures of 4000 (HTTP 503 {n503}, in-flight cap 1)" in two["reasons"]

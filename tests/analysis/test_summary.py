@@ -7,8 +7,8 @@ import pytest
 
 from analysis.digests import digest_of, top_values
 from analysis.inputs import AnalyzeOptions, SutInputs
-from analysis.steprule import StepTails, StepTotals
 from analysis.stepjudge import StepInput, judged_rows, tail
+from analysis.steprule import StepTails, StepTotals
 from analysis.summary import (
     SutFindings,
     _run_verdict,
@@ -18,7 +18,8 @@ from analysis.summary import (
     summary,
 )
 from analysis.verdicts import Thresholds, Verdict
-from contract.documents import SummaryDoc, problems
+from contract.documents import problems
+from contract.summarydocs import SummaryDoc
 
 S = 1_000_000_000
 T0 = 1_750_000_000 * S

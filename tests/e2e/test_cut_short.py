@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from contract.documents import SummaryDoc, problems
+from contract.documents import problems
+from contract.summarydocs import SummaryDoc
 from runtime.parquet import part_files
 from runtime.procs import die_with_parent
 from tests.conftest import wait_until

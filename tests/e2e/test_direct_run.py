@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze, analyze_sut
-from contract.documents import RunDoc, SummaryDoc, problems
+from contract.documents import RunDoc, problems
 from contract.records import PROCESS_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
+from contract.summarydocs import SummaryDoc
 from loadgen.pace import parse_pace
 from loadgen.schedule import plan_steps, schedule
 from runtime.parquet import part_files, read_parts

@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from contract.documents import RunDoc, SummaryDoc, problems
+from contract.documents import RunDoc, problems
 from contract.records import METRIC_SAMPLE_FIELDS, RECEIVED_FIELDS, SENT_FIELDS
 from contract.senderlines import PlannedStepDoc
+from contract.summarydocs import SummaryDoc
 from evbench.faults import FaultInjector
 from evbench.faultspec import parse_fault, parse_fault_exec
 from runtime.parquet import read_parts

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from contract.documents import RunDoc, SummaryDoc, problems
+from contract.documents import RunDoc, problems
+from contract.summarydocs import SummaryDoc
 from runtime.procs import die_with_parent
 from tests.browser import console_errors, render
 

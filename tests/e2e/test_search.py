@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
-from contract.documents import SummaryDoc, problems
+from contract.documents import problems
 from contract.records import SENT_FIELDS
+from contract.summarydocs import SummaryDoc
 from evbench.options import SearchOptions
 from evbench.search import search
 from evbench.searchplan import Resolution, SearchPlan

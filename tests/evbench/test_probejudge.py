@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from analysis.objectives import parse_objectives
 from analysis.hostload import HostLoad
+from analysis.objectives import parse_objectives
 from analysis.verdicts import Thresholds
 from evbench.probejudge import (
     baseline_e2e_p99_ms,
@@ -156,9 +156,9 @@ def _as_analysed(r, step, start_ns, tmp_path):
     (analysis.steps.aggregate_step, run here on the group directly), its driver-side merge and
     the summary's step row."""
     from analysis.job import from_steps
+    from analysis.stepjudge import tail as _tail
     from analysis.steprule import StepTails, step_figures
     from analysis.steps import StepContext, aggregate_step
-    from analysis.stepjudge import tail as _tail
 
     events = r.events(step, RATE)
     events = events.add_column(0, "sut", pa.array(["s0"] * events.num_rows))

@@ -1,0 +1,93 @@
+"""A wiring mistake is named as one within seconds, never judged as the system's collapse:
+`evbench run` against an external target that is a dead port, a wrong path (404) or a proxy
+with nothing behind it (502), as a user types it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+PACE_S = 40  # a pace far longer than the diagnosis should take
+
+
+def _answering(status: int) -> ThreadingHTTPServer:
+    """A real HTTP server on loopback that answers every POST with `status` (a wrong path's
+    404; a proxy's 502, as nginx answers when its upstream is gone)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _dead_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _run(tmp_path, ingress: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    flags = f"--pace 200:{PACE_S} --payload-bytes 512 --grace 1 --run-id w".split()
+    cmd = [sys.executable, "-m", "evbench", "run", "--sut", "external", "--ingress", ingress]
+    cmd += [*flags, "--runs-dir", str(tmp_path)]
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize(
+    ("status", "cause", "check"),
+    [
+        (None, "connection refused", "nothing listens at"),
+        (404, "HTTP 404", "has no such path"),
+        (502, "HTTP 502", "has nothing working behind it"),
+    ],
+    ids=["dead port", "404", "502"],
+)
+def test_a_wiring_mistake_is_named_at_once_and_fails_the_run(tmp_path, status, cause, check):
+    server = _answering(status) if status else None
+    port = server.server_address[1] if server else _dead_port()
+    ingress = f"http://127.0.0.1:{port}/ns/default"
+    try:
+        done, took_s = _run(tmp_path, ingress)
+    finally:
+        if server:
+            server.shutdown()
+    assert done.returncode == 1, done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("wiring: ")]
+    assert said, done.stderr[-3000:]
+    assert f"failed with {cause}, none acked: " in said[0]
+    assert check in said[0] and ingress in said[0]
+    # Said after the first second's failures, not after the whole pace: the sender was stopped
+    # (its 40 s pace, the run's start-up and its analysis included, well under it).
+    assert took_s < PACE_S, (took_s, done.stderr[-3000:])
+    run = json.loads((tmp_path / "w-200x40" / "external" / "run.json").read_text())
+    assert run["status"] == "failed" and any(
+        f.startswith("wiring: ") for f in run["instrument_failures"]
+    )
+    summary = json.loads(
+        (tmp_path / "w-200x40" / "external" / "analysis" / "summary.json").read_text()
+    )
+    assert summary["verdict"].startswith("instrument failed: wiring: ")
+    assert summary["breaking_point_per_s"] is None
+    counts = summary["counts"]
+    assert counts["failures_by_cause"] == {cause: counts["send_failures"]} and counts["acked"] == 0
