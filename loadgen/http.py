@@ -11,6 +11,9 @@ stall leaves requests waiting, and shrinks back, a few connections per sweep, on
 are far more than the pace needs: a sender running for hours is sized by its pace, not by the
 worst stall so far.
 
+No connection is kept past the idle limit its server tells (`loadgen.keepalive`): idle ones
+are retired a margin before it, by the sweeps and, for one the pacer is about to take, at once.
+
 Each request is built as one buffer, the id written into prebuilt header and payload pieces, and
 goes out in one write; the answer's status is all that is read of it.
 """
@@ -29,6 +32,7 @@ import httptools
 from contract.records import DECOY_EVENT_TYPE, EVENT_ID_HEADER, EVENT_TYPE, WARMUP_EVENT_TYPE
 from contract.senderlines import TransportStats
 from contract.units import NS_PER_MS, NS_PER_S
+from loadgen.keepalive import NEVER_NS, keep_alive_timeout_s, retire_age_ns
 from loadgen.loghist import LogHistogram
 from loadgen.payload import PayloadBuilder
 from loadgen.request import Complete, Request
@@ -81,13 +85,35 @@ def parse_http_target(url: str) -> tuple[str, str, int, str, bool]:
     return parts.netloc, parts.hostname, port, target, tls
 
 
+class _FirstAnswer:
+    """The parser's protocol for a connection's first answer, which also reads its headers for
+    the server's idle limit; later answers go to a parser without a header callback (~0.4 µs
+    an answer here)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: _Connection) -> None:
+        self.conn = conn
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"keep-alive" and (seconds := keep_alive_timeout_s(value)) is not None:
+            self.conn.pool.told_idle_limit(seconds)
+
+    def on_message_complete(self) -> None:
+        conn = self.conn
+        first, conn.parser = conn.parser, httptools.HttpResponseParser(conn)
+        conn.pool.answered(conn, first.get_status_code(), first.should_keep_alive())
+
+
 class _Connection(asyncio.Protocol):
-    def __init__(self, pool: HttpTransport) -> None:
+    def __init__(self, pool: HttpTransport, connect_ns: int) -> None:
         self.pool = pool
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser = httptools.HttpResponseParser(_FirstAnswer(self))
         self.transport: asyncio.Transport | None = None
         self.request: Request | None = None
-        self.ack_ns = 0
+        # When the last answer arrived, and until one has, when the connect began: the
+        # connection's idle age counts from it.
+        self.ack_ns = connect_ns
         # Closed by the pool while idle, and already out of its idle list: `lost` need not look
         # for it there (a scan of up to 4,096 per close made a sweep's 32 closes cost 3 ms).
         self.retired = False
@@ -145,6 +171,7 @@ class HttpTransport:
         self._tokens_at = time.monotonic()
         self._spare = _MIN_SPARE
         self._backoff_until = 0.0
+        self._retire_age_ns = NEVER_NS
         # Connect times for the whole run: a histogram, since a system that closes every
         # connection after one answer makes a connect per event.
         self._connect_ns = LogHistogram()
@@ -173,10 +200,16 @@ class HttpTransport:
 
     # the pacer's side
     def send(self, request: Request) -> None:
-        if self._idle:
-            self._start(self._idle.pop(), request)
-            if len(self._idle) + self._connecting < self._spare // 2:
-                self._grow(self._spare - len(self._idle) - self._connecting, background=True)
+        idle = self._idle
+        # Even the last answered idle connection near its server's limit (the loop paused, or
+        # a stall drained the pool down to old ones): the older ones go with it. Judged by
+        # this slot's own clock reading, not by the last sweep's.
+        if idle and idle[-1].ack_ns < request.sent_ns - self._retire_age_ns:
+            self._retire_overdue(request.sent_ns)
+        if idle:
+            self._start(idle.pop(), request)
+            if len(idle) + self._connecting < self._spare // 2:
+                self._grow(self._spare - len(idle) - self._connecting, background=True)
             return
         self.connection_waits += 1
         self._waiting.append(request)
@@ -202,6 +235,7 @@ class HttpTransport:
 
     async def prepare(self, rate_per_s: int) -> None:
         self._spare = min(self.max_connections, max(_MIN_SPARE, int(rate_per_s * _SPARE_S)))
+        self._retire_overdue(time.time_ns())  # before the step, not on its first slots
         room = self.max_connections - len(self._open) - self._connecting
         missing = min(room, self._spare - len(self._idle) - self._connecting)
         if missing > 0:
@@ -231,6 +265,7 @@ class HttpTransport:
         # No asyncio.wait_for here: it nearly doubles the CPU of a connect. Connects that hang
         # are cancelled by `sweep`, which the engine calls ten times a second.
         self._connecting += 1
+        connect_ns = time.time_ns()
         started = time.perf_counter()
         task = asyncio.current_task()
         assert task is not None
@@ -238,7 +273,7 @@ class HttpTransport:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await loop.create_connection(
-                lambda: _Connection(self), self.host, self.port, ssl=self.ssl
+                lambda: _Connection(self, connect_ns), self.host, self.port, ssl=self.ssl
             )
         except (OSError, ssl.SSLError, asyncio.CancelledError) as exc:
             self._connecting -= 1
@@ -261,16 +296,43 @@ class HttpTransport:
     def sweep(self) -> None:
         """Cancel connects older than the connect timeout (each fails one waiting request),
         open connections for requests still waiting once the connect budget allows, and close
-        some of the idle connections the step does not need."""
+        some of the idle connections the step does not need or that near the server's idle
+        limit."""
         horizon = time.perf_counter() - self.connect_timeout_s
         for task, started in list(self._connect_started.items()):
             if started < horizon:
                 task.cancel()
         if len(self._waiting) > self._connecting:
             self._grow(len(self._waiting) - self._connecting, background=False)
-        excess = excess_idle(len(self._idle), self._spare, _CLOSES_PER_SWEEP)
-        if excess:
-            self._close_idle(excess)
+        closes = max(
+            excess_idle(len(self._idle), self._spare, _CLOSES_PER_SWEEP),
+            self._overdue_first(time.time_ns() - self._retire_age_ns, _CLOSES_PER_SWEEP),
+        )
+        if closes:
+            self._close_idle(closes)
+
+    def _overdue_first(self, horizon_ns: int, most: int) -> int:
+        """How many of the least recently used idle connections (up to `most`) were last
+        answered before `horizon_ns`."""
+        count = 0
+        for conn in self._idle[:most]:
+            if conn.ack_ns >= horizon_ns:
+                break
+            count += 1
+        return count
+
+    def _retire_overdue(self, now_ns: int) -> None:
+        """Close every idle connection past the retire age (after a pause, all of them)."""
+        horizon_ns = now_ns - self._retire_age_ns
+        overdue = [conn for conn in self._idle if conn.ack_ns < horizon_ns]
+        self._idle[:] = [conn for conn in self._idle if conn.ack_ns >= horizon_ns]
+        for conn in overdue:
+            conn.retired = True
+            self._discard(conn)
+
+    def told_idle_limit(self, timeout_s: int) -> None:
+        """A server's answer said it closes connections idle for `timeout_s`."""
+        self._retire_age_ns = min(self._retire_age_ns, retire_age_ns(timeout_s))
 
     def _close_idle(self, count: int) -> None:
         """Close the `count` least recently used idle connections (the front of `_idle`: `send`

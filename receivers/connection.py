@@ -25,7 +25,6 @@ from runtime import recordshare
 if TYPE_CHECKING:
     from pathlib import Path
 
-_ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _USAGE = b"POST events to any path; GET /healthz, /stats, /metrics, /clock, /records\n"
 _CLOSE_GRACE_S = 2.0
@@ -52,24 +51,6 @@ class Refuse(Exception):
     def __init__(self, status: str, reason: str) -> None:
         super().__init__(reason)
         self.status = status
-
-
-def _response(
-    status: str,
-    body: bytes,
-    content_type: bytes = b"text/plain",
-    close: bool = False,
-    head: bool = False,
-) -> bytes:
-    """An answer; for HEAD the same headers without the body."""
-    lines = [
-        f"HTTP/1.1 {status}",
-        f"Content-Type: {content_type.decode()}",
-        f"Content-Length: {len(body)}",
-    ]
-    if close:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
 
 
 class Sink(Protocol):
@@ -116,11 +97,11 @@ class Connection(asyncio.Protocol):
         self.in_request = False
         self.accepted = False
         self.closing = False  # refused, timed out or failed: nothing more is read
-        # Until its first request begins, a connection is held for the header timeout, not the
-        # idle one (that is for keep-alive between requests): silent connections must not
-        # fill the connection cap for two minutes at a time.
+        # Until its first request begins, a connection is held for the idle timeout, the limit
+        # every answer tells (a client's spare connection may be written to at any moment up
+        # to it); silent ones cannot fill the cap: there they make room (evict_fresh).
         self.fresh = True
-        self.deadline = self.chunk_mono + self.limits.header_timeout_s
+        self.deadline = self.chunk_mono + self.limits.idle_timeout_s
         self._reset()
 
     def _reset(self) -> None:
@@ -148,7 +129,8 @@ class Connection(asyncio.Protocol):
         if at_cap and not self.sink.evict_fresh():
             stats.refused_connections += 1
             self.closing = True
-            stream.write(_response("503 Service Unavailable", b"too many connections\n"))
+            body = b"too many connections\n"
+            stream.write(self._response("503 Service Unavailable", body, close=True))
             stream.close()
             return
         self.accepted = True
@@ -321,27 +303,27 @@ class Connection(asyncio.Protocol):
             except Malformed as exc:
                 stats.malformed += 1
                 stats.invalid_ids += isinstance(exc, InvalidId)
-                self._respond(_response("400 Bad Request", str(exc).encode() + b"\n"))
+                self._respond(self._response("400 Bad Request", str(exc).encode() + b"\n"))
                 return
-            self._respond(_ACCEPTED)
+            self._respond(self.state.accepted)
         elif method in (b"GET", b"HEAD") and path == b"/healthz":
-            self._respond(_response("200 OK", b"ok\n", head=head))
+            self._respond(self._response("200 OK", b"ok\n", head=head))
         elif method == b"GET" and path == b"/clock":
             # An NTP-style exchange (runtime.clocks): when the request's first bytes
             # arrived and when this answer leaves, on the clock that stamps the records.
             body = b'{"received_ns":%d,"replied_ns":%d}' % (self.started_ns, self.now_ns())
-            self._respond(_response("200 OK", body, b"application/json"))
+            self._respond(self._response("200 OK", body, b"application/json"))
         elif method == b"GET" and (path == b"/records" or path.startswith(b"/records/")):
             self._records(path.decode("latin-1"))
         elif method in (b"GET", b"HEAD") and path == b"/stats":
             body = json.dumps(sink.stats_now()).encode()
-            self._respond(_response("200 OK", body, b"application/json", head=head))
+            self._respond(self._response("200 OK", body, b"application/json", head=head))
         elif method in (b"GET", b"HEAD") and path == b"/metrics":
             body, content_type = sink.metrics_text()
-            self._respond(_response("200 OK", body, content_type, head=head))
+            self._respond(self._response("200 OK", body, content_type, head=head))
         else:
             stats.not_found += 1
-            self._respond(_response("404 Not Found", _USAGE, head=head))
+            self._respond(self._response("404 Not Found", _USAGE, head=head))
 
     def _records(self, path: str) -> None:
         """This receiver's complete record files, for `evbench collect` (after a run: a file is
@@ -349,12 +331,29 @@ class Connection(asyncio.Protocol):
         directory = self.sink.records_dir()
         if path == recordshare.PREFIX:
             body = json.dumps(recordshare.listing(directory)).encode()
-            self._respond(_response("200 OK", body, b"application/json"))
+            self._respond(self._response("200 OK", body, b"application/json"))
         elif (found := recordshare.resolve(directory, path)) is not None:
-            self._respond(_response("200 OK", found.read_bytes(), b"application/octet-stream"))
+            self._respond(self._response("200 OK", found.read_bytes(), b"application/octet-stream"))
         else:
             self.state.stats.not_found += 1
-            self._respond(_response("404 Not Found", _USAGE))
+            self._respond(self._response("404 Not Found", _USAGE))
+
+    def _response(
+        self,
+        status: str,
+        body: bytes,
+        content_type: bytes = b"text/plain",
+        close: bool = False,
+        head: bool = False,
+    ) -> bytes:
+        """An answer; for HEAD the same headers without the body."""
+        lines = [
+            f"HTTP/1.1 {status}",
+            f"Content-Type: {content_type.decode()}",
+            f"Content-Length: {len(body)}",
+            "Connection: close" if close else self.state.keep_alive,
+        ]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if head else body)
 
     def _body_limit(self) -> str:
         return f"event body larger than {self.limits.max_body_bytes} bytes"
@@ -383,7 +382,7 @@ class Connection(asyncio.Protocol):
         self._release_body()
         self._closing_now()
         if self.transport is not None:
-            self.transport.write(_response(status, reason.encode() + b"\n", close=True))
+            self.transport.write(self._response(status, reason.encode() + b"\n", close=True))
             self.transport.close()
 
     def _closing_now(self) -> None:
@@ -399,7 +398,7 @@ class Connection(asyncio.Protocol):
         self._closing_now()
         if self.transport is not None:
             body = b"internal error in the receiver\n"
-            self.transport.write(_response("500 Internal Server Error", body, close=True))
+            self.transport.write(self._response("500 Internal Server Error", body, close=True))
             self.transport.close()
 
     def evict(self) -> None:
@@ -423,7 +422,7 @@ class Connection(asyncio.Protocol):
         if self.in_request:
             self.state.stats.timed_out += 1
             self._release_body()
-            answer = _response("408 Request Timeout", b"request too slow\n", close=True)
+            answer = self._response("408 Request Timeout", b"request too slow\n", close=True)
             self.transport.write(answer)
         else:
             self.state.stats.idle_closed += 1

@@ -26,7 +26,9 @@ class Limits:
     max_connections: int = 10_000  # open at once; 503 and close beyond
     header_timeout_s: float = 10.0  # first byte of a request to the end of its headers; 408
     body_timeout_s: float = 30.0  # end of headers to the end of the body; 408
-    idle_timeout_s: float = 120.0  # keep-alive without a request; longer than clients' pools
+    # A connection waiting for a request (its first too), told on every answer as
+    # Keep-Alive: timeout=N so that a client retires it first (loadgen.keepalive).
+    idle_timeout_s: float = 120.0
     max_queued_answer_bytes: int = 64 * KIB  # stop reading a client that does not read answers
 
     def __post_init__(self) -> None:
@@ -44,7 +46,8 @@ _HELP = {
     "max_connections": "connections open at once (raised fd limit permitting), 503 beyond",
     "header_timeout_s": "seconds from a request's first byte to the end of its headers, 408",
     "body_timeout_s": "seconds from the end of the headers to the end of the body, 408",
-    "idle_timeout_s": "seconds a keep-alive connection may wait for its next request",
+    "idle_timeout_s": "seconds a connection may wait for a request, its first too; told to "
+    "clients on every answer (Keep-Alive: timeout=N)",
     "max_queued_answer_bytes": "answers queued for a client before reading from it pauses",
 }
 

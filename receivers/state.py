@@ -86,3 +86,9 @@ class ServerState(Generic[Conn]):
         self.fresh: dict[Conn, None] = {}
         self.buffered_bytes = 0  # event bytes being received now, over every connection
         self.body_limit_digits = len(str(limits.max_body_bytes))
+        # On every answer that keeps its connection: how long an idle one is held, in whole
+        # seconds (rounded down), so that a client retires it first (loadgen.keepalive).
+        self.keep_alive = f"Keep-Alive: timeout={int(limits.idle_timeout_s)}"
+        self.accepted = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n%s\r\n\r\n" % (
+            self.keep_alive.encode()
+        )

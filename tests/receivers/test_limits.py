@@ -156,12 +156,12 @@ def test_stalled_requests_and_idle_connections_are_closed(strict):
     # Each is closed by the receiver at its own timeout: a 408 (or, for the silent one, the
     # close) comes back, where the client would have given up after 10 s and failed the test
     # (_exchange). And not at once: no sooner than the timeout after the bytes were sent, which
-    # a slow machine can only make later. (The silent one has the header timeout to begin a
-    # request, not the idle one.)
+    # a slow machine can only make later. (The silent one has the idle timeout its answers
+    # would tell to begin a request: a client may be writing on a spare connection just then.)
     for data, timeout_s in (
         (b"POST / HTTP/1.1\r\nHost: r\r\nx-a: 1\r\n", SMALL.header_timeout_s),  # slowloris
         (binary_event(b"slow", b"{" + b"x" * 100)[:-50], SMALL.body_timeout_s),  # stalled body
-        (b"", SMALL.header_timeout_s),  # silent
+        (b"", SMALL.idle_timeout_s),  # silent
     ):
         sent = time.monotonic()
         answer = _exchange(strict.port, data, 10)
