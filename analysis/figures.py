@@ -385,7 +385,12 @@ PROCESS_COLOURS = (
 )
 
 
-SEARCH_COLOURS = {"holds": "#2ca02c", "breaks": "#d62728", "sender-limited": "#7f7f7f"}
+SEARCH_COLOURS = {
+    "holds": "#2ca02c",
+    "breaks": "#d62728",
+    "sender-limited": "#7f7f7f",
+    "not-judged": "#bcbd22",  # the probe an interrupt cut short
+}
 
 
 def search_probes(probes: Sequence[SearchProbeDoc], title: str) -> go.Figure:

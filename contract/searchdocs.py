@@ -26,11 +26,14 @@ class SearchProbeDoc(TypedDict):
     hold_s: int
     confirm: bool  # the long hold that confirms an answer
     start_ns: int
-    verdict: str  # holds | breaks | sender-limited (analysis.verdicts)
+    verdict: str  # holds | breaks | sender-limited | not-judged: cut short (analysis.verdicts)
     reasons: list[str]
     e2e_p99_ms: float | None  # exact, from the probe's records
     sender_ratio: float
     restarted: NotRequired[str | None]  # why the system started afresh before it (None: warm)
+    # The search was interrupted during it: its records are the run's, its verdict not-judged,
+    # its e2e_p99_ms None. Absent: a whole probe.
+    cut_short: NotRequired[bool]
 
 
 class SearchResultDoc(TypedDict):

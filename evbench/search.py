@@ -58,6 +58,7 @@ from evbench.probejudge import (
 from evbench.searchdoc import (
     Probed,
     corrections,
+    cut_probed,
     outcomes,
     probes_clocks,
     record,
@@ -99,6 +100,7 @@ class _Search:
         self.tag = secrets.token_hex(3)
         self.probed: list[Probed] = []
         self.pending: Probe | None = None  # the probe under way, in run.json's steps
+        self.cut: SenderDone | None = None  # the done line of the probe under way, once it came
         self.result: Result | None = None
         self.interrupts = Interrupts(session.echo)
         self.faults: FaultInjector | None = None  # the probe under way's
@@ -128,6 +130,7 @@ class _Search:
                 session.instrument_failed(str(exc))
                 echo(f"search failed: {exc}")
             except KeyboardInterrupt:
+                self._cut_short()
                 session.finish("interrupted")
                 echo("interrupted: the probes so far are kept")
             except BaseException as exc:
@@ -158,7 +161,7 @@ class _Search:
             self.pending = probe
             session.record("running")
             self.probed.append(self._probe(probe, restart))
-            self.pending = None
+            self.pending, self.cut = None, None
             session.record("running")
         return probe
 
@@ -341,6 +344,7 @@ class _Search:
                 known_dead=frozenset(d["role"] for d in session.deaths()),
                 crash_note="this probe is judged by what it delivered",
             )  # fmt: skip
+            self.cut = end.done  # an interrupt from here on cuts this probe short
         except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it started
             raise _InstrumentFailed(f"probe {step}: {exc}; see {session.sut_dir.logs}") from None
         finally:
@@ -356,6 +360,13 @@ class _Search:
         if end.done["start_ns"] is None:
             raise _InstrumentFailed(f"probe {step}: the sender never started its schedule")
         return end.done
+
+    def _cut_short(self) -> None:
+        """The search was interrupted: the probe under way, if its sender said what it sent, is
+        listed as cut short (never judged) and its sends counted (evbench.searchdoc)."""
+        if self.pending is not None and self.cut is not None:
+            self.probed.append(cut_probed(self.pending, len(self.probed) + 1, self.cut))
+            self.pending, self.cut = None, None
 
     def _started(self, line: SenderStart) -> None:
         """A probe's sender has its schedule: the probe's faults armed (`every` probe's, and

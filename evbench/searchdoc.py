@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from analysis.verdicts import NOT_JUDGED
 from contract.documents import RunStatus
 from contract.faults import FaultDoc
 from contract.lines import SenderClock
@@ -34,6 +35,23 @@ class Probed:
     sender: SenderDone
     restarted: str | None  # why the system was started afresh before this probe
     faulted: bool = False  # a fault was done in it: judged by its recovery, never a baseline
+    cut_short: bool = False  # the search was interrupted during it: listed, never judged
+
+
+def cut_probed(probe: Probe, step: int, done: SenderDone) -> Probed:
+    """The probe under way when the search was interrupted, from its sender's done line: listed
+    in run.json's `search.probes` and counted in its sender summary (its records are the run's),
+    never judged (analysis.verdicts.not_judged_probe: the search decides on whole probes).
+    Pure."""
+    scheduled = sum(s["scheduled"] for s in done["steps"])
+    achieved = sum(s["achieved_send_rate_per_s"] for s in done["steps"])
+    why = (
+        f"cut short after {scheduled / probe.rate_per_s:.1f} s of {probe.hold_s} s: the search "
+        "was interrupted; a probe cut short is not judged"
+    )
+    figures = {"e2e_p99_ms": None, "sender_ratio": round(achieved / probe.rate_per_s, 4)}
+    start_ns = done["start_ns"] or 0
+    return Probed(probe, step, start_ns, NOT_JUDGED, (why,), figures, done, None, cut_short=True)
 
 
 def outcomes(probed: list[Probed], workers: int) -> list[Outcome]:
@@ -71,21 +89,7 @@ def search_doc(
 ) -> SearchDoc:
     """run.json's `search`: the plan, every probe's verdict and figures, and the answer once
     there is one (None while the search goes on, or when it did not complete). Pure."""
-    probes: list[SearchProbeDoc] = [
-        {
-            "step": p.step,
-            "rate_per_s": p.probe.rate_per_s,
-            "hold_s": p.probe.hold_s,
-            "confirm": p.probe.confirm,
-            "start_ns": p.start_ns,
-            "verdict": p.verdict,
-            "reasons": list(p.reasons),
-            "e2e_p99_ms": p.figures["e2e_p99_ms"],
-            "sender_ratio": p.figures["sender_ratio"],
-            "restarted": p.restarted,
-        }
-        for p in probed
-    ]
+    probes = [_probe_doc(p) for p in probed]
     return {
         "plan": asdict(opts.plan),
         "fresh": opts.fresh,
@@ -96,6 +100,24 @@ def search_doc(
         "result": _result_doc(result) if result is not None else None,
         "minutes": round((time.time_ns() - started_ns) / (60 * NS_PER_S), 2),
     }
+
+
+def _probe_doc(p: Probed) -> SearchProbeDoc:
+    doc: SearchProbeDoc = {
+        "step": p.step,
+        "rate_per_s": p.probe.rate_per_s,
+        "hold_s": p.probe.hold_s,
+        "confirm": p.probe.confirm,
+        "start_ns": p.start_ns,
+        "verdict": p.verdict,
+        "reasons": list(p.reasons),
+        "e2e_p99_ms": p.figures["e2e_p99_ms"],
+        "sender_ratio": p.figures["sender_ratio"],
+        "restarted": p.restarted,
+    }
+    if p.cut_short:
+        doc["cut_short"] = True
+    return doc
 
 
 def _result_doc(result: Result) -> SearchResultDoc:

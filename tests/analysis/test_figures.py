@@ -238,6 +238,13 @@ def test_search_probes_draw_each_probe_by_verdict_and_the_latency_knee():
         {"step": 2, "rate_per_s": 200, "confirm": False, "verdict": "breaks", "e2e_p99_ms": 90.0},
         {"step": 3, "rate_per_s": 150, "confirm": False, "verdict": "holds", "e2e_p99_ms": 3.0},
         {"step": 4, "rate_per_s": 150, "confirm": True, "verdict": "holds", "e2e_p99_ms": 3.5},
+        {
+            "step": 5,
+            "rate_per_s": 175,
+            "confirm": False,
+            "verdict": "not-judged",
+            "e2e_p99_ms": None,
+        },
     ]
     figure = search_probes(probes, "probes")
     by_name = {}
@@ -245,6 +252,7 @@ def test_search_probes_draw_each_probe_by_verdict_and_the_latency_knee():
         by_name.setdefault(trace.name, []).append((list(trace.x), list(trace.y)))
     assert by_name["holds"] == [([1, 3, 4], [100, 150, 150]), ([100, 150, 150], [2.0, 3.0, 3.5])]
     assert by_name["breaks"] == [([2], [200]), ([200], [90.0])]
+    assert by_name["not-judged"][0] == ([5], [175])  # cut short by an interrupt: still drawn
     assert "sender-limited" not in by_name  # no such probe, no trace
     holds = next(t for t in figure.data if t.name == "holds")
     assert list(holds.marker.symbol) == ["circle", "circle", "square"]  # the confirmation

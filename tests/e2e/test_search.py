@@ -171,3 +171,11 @@ def test_an_interrupted_search_stops_its_probe_as_run_stops_its_sender(tmp_path,
     sent = read_parts(sut_dir / "sent", SENT_FIELDS)
     assert 300 < sent.num_rows < 300 * 60  # flushed up to the interrupt, not the whole hold
     assert run["records"]["sent_rows"] == sent.num_rows
+    # The probe cut short is listed, not judged, and its sends are counted in the summary.
+    (probe,) = run["search"]["probes"]
+    assert probe["cut_short"] and probe["verdict"] == "not-judged", probe
+    assert probe["rate_per_s"] == 300 and "cut short" in "; ".join(probe["reasons"]), probe
+    summary = run["sender"]["summary"]
+    assert summary["sent"] == sent.num_rows, (summary["sent"], sent.num_rows)
+    assert [p["interrupted"] for p in summary["probes"]] == [True], summary["probes"]
+    assert run["schedule"]["start_ns"] == probe["start_ns"] == summary["start_ns"], run
