@@ -28,3 +28,7 @@ class FaultDoc(TypedDict):
     # exec: the user's command
     exit_code: NotRequired[int | None]  # None: it hung past the bound and was killed
     output: NotRequired[str]  # the end of what it printed (stdout and stderr)
+    # what it left running when the run ended: in its process group, killed then; outside it
+    # (started with setsid) and still holding its output open, said and left alone
+    left_killed: NotRequired[list[int]]
+    left_running: NotRequired[list[int]]

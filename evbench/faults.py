@@ -11,10 +11,6 @@ yet due and resumes a paused process; a killed one is not brought back any more.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,11 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contract.faults import FaultDoc
 from contract.senderlines import PlannedStepDoc
 from contract.units import NS_PER_S
+from evbench.faultexec import Command
 from evbench.faultspec import EXEC_TIMEOUT_S, Fault, per_step
 from suts.driver import LISTEN_TIMEOUT_S, Sut
 from suts.settings import LabSettings
-
-_OUTPUT_CHARS = 2000  # the end of what a command printed, kept in run.json
 
 
 class FaultInjector:
@@ -46,7 +41,7 @@ class FaultInjector:
         self._stop = threading.Event()  # and those under way end now (the teardown)
         self._lock = threading.Lock()  # between starting a command and stopping
         self._threads: list[threading.Thread] = []
-        self._commands: set[int] = set()  # the user's commands running: their process groups
+        self._commands: list[tuple[Command, FaultDoc]] = []  # the user's commands started
 
     def arm(self, start_ns: int, steps: Sequence[PlannedStepDoc], sut: Sut | None) -> None:
         """Each fault's instant from the schedule's start and its step's offset; the threads
@@ -104,16 +99,34 @@ class FaultInjector:
 
     def stop(self) -> list[FaultDoc]:
         """The faults not yet due cancelled, those under way ended now (a paused process
-        resumed, a command killed, a process being brought back given up); every fault's doc."""
+        resumed, a command killed, a process being brought back given up), and what the
+        user's commands left running killed; every fault's doc."""
         with self._lock:
             self._cancel.set()
             self._stop.set()
-            for pid in list(self._commands):  # the run is over: a command still running dies
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
         for thread in self._threads:
             thread.join(timeout=self.exec_timeout_s + 5)
+        with self._lock:  # each command's leftovers once, however often it is stopped
+            commands, self._commands = self._commands, []
+        for command, doc in commands:
+            self._left_behind(command, doc)
         return self.docs
+
+    def _left_behind(self, command: Command, doc: FaultDoc) -> None:
+        """The run is over: what a command left in its process group is killed, and said; a
+        process it started outside the group that still holds its output is said (not ours to
+        kill: no group reaches it)."""
+        said = f"fault `{command.text}`:"
+        if killed := command.kill_group():
+            doc["left_killed"] = [pid for pid, _ in killed]
+            self.echo(f"{said} {_processes(killed)} it left running killed at the end of the run")
+        if escaped := command.escaped():
+            doc["left_running"] = [pid for pid, _ in escaped]
+            self.echo(
+                f"{said} {_processes(escaped)} it started outside its process group (setsid?) "
+                "still running after the run: stop it yourself"
+            )
+        command.close()
 
     def _run(self, fault: Fault, doc: FaultDoc) -> None:
         if self._cancel.wait(max(0.0, (doc["due_ns"] - time.time_ns()) / NS_PER_S)):
@@ -155,34 +168,38 @@ class FaultInjector:
 
     def _exec(self, fault: Fault, doc: FaultDoc) -> None:
         """The user's command in a session of its own (so that all it started can be killed
-        by its group), its output kept; one that outlives the bound is killed."""
-        with self._lock:  # `stop` either comes first (no command) or kills this one
+        by its group), waited for itself, not for the end of its output (a child of its own
+        may hold that open); one that outlives the bound, or the run, is killed."""
+        with self._lock:  # `stop` either comes first (no command) or ends this one
             if self._stop.is_set():
                 return
             doc["at_ns"] = at_ns = time.time_ns()
-            command = subprocess.Popen(
-                fault.target, shell=True, start_new_session=True, text=True, errors="replace",
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+            command = Command(fault.target)
             doc["pids"] = [command.pid]
-            self._commands.add(command.pid)
-        try:
-            output, _ = command.communicate(timeout=self.exec_timeout_s)
-            doc["exit_code"] = command.returncode
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):  # it may end at the bound itself
-                os.killpg(command.pid, signal.SIGKILL)
-            output, _ = command.communicate()
-            doc["exit_code"] = None
-            doc["error"] = f"still running after {self.exec_timeout_s:g} s: killed"
-        finally:
-            self._commands.discard(command.pid)
-        doc["back_ns"] = back_ns = time.time_ns()
-        doc["output"] = output[-_OUTPUT_CHARS:]
-        if doc["exit_code"] != 0 and doc["error"] is None:
-            doc["error"] = f"exited {doc['exit_code']}"
+            self._commands.append((command, doc))
+        deadline = time.monotonic() + self.exec_timeout_s
+        code = command.wait(0)
+        while code is None and not self._stop.is_set() and time.monotonic() < deadline:
+            code = command.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+        if code is None:  # still running: it and its group are killed
+            bound = f"after {self.exec_timeout_s:g} s"
+            when = "at the end of the run" if self._stop.is_set() else bound
+            command.kill_group()
+            command.wait(5.0)
+            doc["error"] = f"still running {when}: killed"
+        back_ns = time.time_ns()
+        doc["exit_code"] = code
+        doc["output"] = command.output()
+        if code != 0 and doc["error"] is None:
+            doc["error"] = f"exited {code}"
+        doc["back_ns"] = back_ns  # last: a doc with back_ns is whole
         took_s = (back_ns - at_ns) / NS_PER_S
         self.echo(f"fault: `{fault.target}` {doc['error'] or 'done'} in {took_s:.2f} s")
+
+
+def _processes(found: list[tuple[int, str]]) -> str:
+    named = ", ".join(f"{pid} {name}" for pid, name in found)
+    return f"{len(found)} process{'es' if len(found) > 1 else ''} (pid {named})"
 
 
 def fault_bound_s(lab: LabSettings) -> float:

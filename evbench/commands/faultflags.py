@@ -40,9 +40,10 @@ _FAULT_FLAGS = (
     (
         "--fault-exec", parse_fault_exec, "STEP@OFFSET:COMMAND",
         "run your own shell COMMAND at that instant of {step} STEP (repeatable), e.g. "
-        "{example}:kubectl delete pod -l app=dispatcher; its exit code, time and output go to "
-        f"run.json, and one still running after {EXEC_TIMEOUT_S:g} s is killed; neither stops "
-        "the run",
+        "{example}:kubectl delete pod -l app=dispatcher; its exit code, time and the end of its "
+        f"output go to run.json, and one still running after {EXEC_TIMEOUT_S:g} s is killed; "
+        "what it leaves running in its process group is killed at the end of the run, and "
+        "said; neither stops the run",
     ),
 )  # fmt: skip
 
