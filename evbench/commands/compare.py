@@ -10,7 +10,7 @@ from contract.errors import EvbenchError
 from evbench.campaign import OBJECTIVE_BREACHED
 from evbench.commands import Subcommands, echo
 from runtime.argtypes import share
-from runtime.runs import analysed_summaries, unusable_directory
+from runtime.runs import unusable_directory
 
 
 def add(commands: Subcommands) -> None:
@@ -69,11 +69,13 @@ def gate(runs: list[Path], out: Path | None, tolerance: float, fail: bool) -> in
         write_comparison,
     )
     from analysis.repeats import merged_rows
+    from evbench.baseline import check_compared
 
     check_runs(runs)
     flag = "--out" if out else "the comparison (--out)"
     out = out or runs[0].parent / "compare.html"
     _check_out(flag, out)  # before the runs are read: a wrong --out is a one-line error
+    check_compared(runs)  # each file read below of its shape, one pace: no traceback
     rows = with_changes(merged_rows(comparison_rows(runs)), tolerance)
     print(comparison_text(rows))
     try:
@@ -112,15 +114,6 @@ def check_runs(runs: list[Path]) -> None:
             raise EvbenchError(
                 f"runs: {path} is given {paths.count(path)} times: compare different runs"
             )
-
-
-def check_baseline(baseline: Path) -> None:
-    """A baseline must be an analysed run before a run is made to compare with it."""
-    if not analysed_summaries(baseline):
-        raise EvbenchError(
-            f"--baseline {baseline}: no analysed SUTs there; give a run directory "
-            f"`evbench analyze` has analysed (runs/<run-id>-<pace>)"
-        )
 
 
 def _check_out(flag: str, out: Path) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from contract.errors import EvbenchError
+from evbench.baseline import check_baseline
 from evbench.campaign import worst_exit_code
 from evbench.commands import Subcommands, echo
 from evbench.commands.analyze import (
@@ -16,7 +17,7 @@ from evbench.commands.analyze import (
     add_verbose_argument,
     analyze_path,
 )
-from evbench.commands.compare import add_regression_arguments, check_baseline, gate
+from evbench.commands.compare import add_regression_arguments, gate
 from evbench.commands.faultflags import add_fault_arguments, checked_faults
 from evbench.lab_args import SUT_HELP, add_lab_arguments
 from evbench.session_args import add_session_arguments, session_kwargs
@@ -65,8 +66,9 @@ def add(commands: Subcommands) -> None:
     run.set_defaults(main=main)
 
 
-def _check_judging(args: argparse.Namespace) -> None:
-    """--slo and --baseline judge the analysed run; the gate's flags need a baseline."""
+def _check_judging(args: argparse.Namespace, pace: str) -> None:
+    """--slo and --baseline judge the analysed run; the gate's flags need a baseline, one of
+    this run's `pace` whose files the comparison reads are of their shape."""
     if args.slo and args.no_analyze:
         raise EvbenchError("--slo is judged on the analysis: drop --no-analyze, or give --slo "
                            "to `evbench analyze` later")  # fmt: skip
@@ -77,7 +79,7 @@ def _check_judging(args: argparse.Namespace) -> None:
         raise EvbenchError("--fail-on-regression and --tolerance judge against a baseline: "
                            "give --baseline DIR (an analysed run)")  # fmt: skip
     if args.baseline:
-        check_baseline(args.baseline)
+        check_baseline(args.baseline, pace)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -85,8 +87,8 @@ def main(args: argparse.Namespace) -> int:
     from evbench.runner import run_matrix
     from suts.lab import LOCAL_SUTS
 
-    _check_judging(args)
     pace = resolve_pace(args.pace, args.paces_dir)
+    _check_judging(args, pace.name)
     session = session_kwargs(args)
     opts = RunOptions(
         pace=pace,
