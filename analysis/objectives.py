@@ -22,7 +22,9 @@ breaches its objective: an objective that cannot be shown met is not met.
 from __future__ import annotations
 
 import html
+import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -61,8 +63,12 @@ class Objective:
 
 def parse_objectives(text: str, scope: Scope = "run") -> tuple[Objective, ...]:
     """`--slo`'s terms; a bad one is a ValueError naming it and what to write. `scope`: the
-    command's (`probe` for a search: every term a probe's)."""
-    return tuple(_term(t.strip(), scope) for t in text.split(",") if t.strip())
+    command's (`probe` for a search: every term a probe's). No term at all is one too: a CI
+    job's `--slo "$SLO"` with SLO unset must not gate on nothing."""
+    terms = [t.strip() for t in text.split(",") if t.strip()]
+    if not terms:
+        raise ValueError(f"--slo {text!r} holds no objective (an unset variable?): {USAGE}")
+    return tuple(_term(term, scope) for term in terms)
 
 
 def applied_objectives(
@@ -92,6 +98,8 @@ def _term(term: str, scope: Scope) -> Objective:
         raise ValueError(f"{bad}: write NAME<=VALUE or NAME>=VALUE, {USAGE}")
     metric, op, unit = found["metric"], found["op"], found["unit"]
     bound = float(found["bound"])
+    if not math.isfinite(bound):  # 400 digits read as infinity, which no count can be
+        raise ValueError(f"{bad}: its bound is too large: at most {sys.float_info.max:.3g}")
     per_step = bool(found["step"]) or scope == "probe"
     if metric in _LATENCIES and op == "<=" and unit in ("ms", "s"):
         bound = bound * 1000 if unit == "s" else bound

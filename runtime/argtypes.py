@@ -36,6 +36,12 @@ WORKERS_PER_CORE = 4
 # Repeats of a pace in one run (--repeat): 2019 made five; past a few dozen, a run directory of
 # hundreds of systems is a campaign better split into runs.
 REPEATS_MAX = 50
+# Subscribers of one event (--subscribers, --triggers): each is a path of its own at the receiver,
+# whose table of known paths holds 1,024 (receivers.identify.MAX_KNOWN_PATHS; a test holds them
+# equal): past it every delivery decodes its path. The lab's channel-imc ran 1,024 (10 events,
+# 10,240 deliveries in 6 s); 100,000 URLs passed on a component's command line are more than
+# Linux takes ("Argument list too long"), and 10^14 was a MemoryError.
+SUBSCRIBERS_MAX = 1024
 
 
 def _integer(text: str) -> int:
@@ -63,10 +69,14 @@ def at_least_one(text: str) -> int:
     return value
 
 
-def count_list(what: str) -> Callable[[str], tuple[int, ...]]:
-    """A comma-separated list of counts, each at least 1 and given once, in the user's order
-    (`1,10,50`): a campaign's values of one setting (`what`: "partition counts"); a bad item
-    is named."""
+def count_list(
+    what: str, most: int | None = None, why: str = ""
+) -> Callable[[str], tuple[int, ...]]:
+    """A comma-separated list of counts, each 1 to `most` (`why` that bound) and given once, in
+    the user's order (`1,10,50`): a campaign's values of one setting (`what`: "partition
+    counts"); a bad item is named."""
+    accepted = f"1 to {most}" if most else "at least 1"
+    because = f" ({why})" if why else ""
 
     def parse(text: str) -> tuple[int, ...]:
         values: list[int] = []
@@ -77,14 +87,27 @@ def count_list(what: str) -> Callable[[str], tuple[int, ...]]:
                 raise argparse.ArgumentTypeError(
                     f"'{item.strip()}' in '{text}' is not a number: give {what} like 1,10,50"
                 ) from None
-            if value < 1:
-                raise argparse.ArgumentTypeError(f"'{text}': {what} are at least 1")
+            if value < 1 or (most and value > most):
+                raise argparse.ArgumentTypeError(f"'{text}': {what} are {accepted}{because}")
             if value in values:
                 raise argparse.ArgumentTypeError(f"'{text}': each of the {what} once")
             values.append(value)
         return tuple(values)
 
     return parse
+
+
+def matching_triggers(text: str) -> int:
+    """--matching: of a broker's triggers, how many take the run's events, 1 to SUBSCRIBERS_MAX
+    (and no more than --triggers, which the lab checks with both known): none would deliver
+    nothing, which a run cannot tell from a wiring mistake."""
+    value = _integer(text)
+    if not 1 <= value <= SUBSCRIBERS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{value} is out of range: 1 to the --triggers (at most {SUBSCRIBERS_MAX}); with "
+            "none taking the run's events nothing is delivered to measure"
+        )
+    return value
 
 
 def repeats(text: str) -> int:

@@ -85,6 +85,7 @@ class Sut:
     # What a fan-out (LabSettings.fanout) is here: a channel's subscriptions, a broker's
     # triggers; None where the lab's system delivers each event once.
     fanout: ClassVar[str | None] = None
+    most_subscribers: ClassVar[int | None] = None  # what the lab's system takes, if less
 
     def __init__(self, settings: LabSettings, logs: Path, run_id: str, host: str = "127.0.0.1"):
         self.settings = settings
@@ -119,6 +120,11 @@ class Sut:
             return (
                 f"--subscribers {settings.fanout}: {cls.name} delivers each event to one "
                 "subscriber; a channel, a broker or --sut external fans out"
+            )
+        if cls.most_subscribers and settings.fanout > cls.most_subscribers:
+            return (
+                f"--subscribers {settings.fanout}: {cls.name} takes at most "
+                f"{cls.most_subscribers} (a consumer group each, in one dispatcher)"
             )
         if settings.matching is None:
             return None

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from contract.errors import EvbenchError
 from suts.driver import LabSettings, Sut
-from suts.settings import subscriber_urls, trigger_paths
+from suts.settings import KAFKA_SUBSCRIBERS_MAX, subscriber_urls, trigger_paths
 
 
 class Direct(Sut):
@@ -68,6 +68,7 @@ class _KafkaSut(Sut):
     roles: ClassVar[tuple[str, ...]] = ("dispatcher", "ingress")
     dispatch_mode = "channel"  # or "source": the dispatcher adapts records to CloudEvents
     filters = False  # the dispatcher applies the trigger (a Kafka broker)
+    most_subscribers = KAFKA_SUBSCRIBERS_MAX
 
     def _start(self, subscriber: str) -> str:
         s = self.settings

@@ -17,15 +17,17 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from runtime.argtypes import (
+    SUBSCRIBERS_MAX,
     at_least_one,
     count_list,
     http_url,
+    matching_triggers,
     milliseconds,
     non_negative,
     port_number,
     positive_seconds,
 )
-from suts.settings import LabSettings
+from suts.settings import KAFKA_SUBSCRIBERS_MAX, LabSettings
 
 REPLACE, EXTEND = "replace", "extend"
 # A list of values a campaign runs in turn (evbench.lab_args.campaign_values): LabSettings holds
@@ -156,13 +158,15 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
         "fanout",
         "--subscribers",
         dict(
-            type=count_list("subscriber counts"),
+            type=count_list(
+                "subscriber counts", SUBSCRIBERS_MAX, "the receiver tells this many paths apart"
+            ),
             metavar="N[,N...]",
             help="deliveries per event, each to a path of its own at the receiver: a channel's "
             "subscriptions, a broker's triggers (--triggers and --subscriptions are the same "
-            "flag); several, as in "
-            "1,10,50, run each in turn under one run id, and the index draws the fan-out's cost "
-            "against N",
+            f"flag), 1 to {SUBSCRIBERS_MAX} (the lab's Kafka systems: to "
+            f"{KAFKA_SUBSCRIBERS_MAX}); several, as in 1,10,50, run each in turn under one run "
+            "id, and the index draws the fan-out's cost against N",
         ),
         EACH,
     ),
@@ -170,10 +174,11 @@ LAB_FLAGS: tuple[tuple[str, str, dict[str, Any], str | None], ...] = (
         "matching",
         "--matching",
         dict(
-            type=non_negative,
+            type=matching_triggers,
             metavar="M",
-            help="brokers: of the --triggers, how many take the run's events; the others filter "
-            "every one out (counted as filtered, never lost) (default: all)",
+            help="brokers: of the --triggers, how many take the run's events (1 to the "
+            "--triggers); the others filter every one out (counted as filtered, never lost) "
+            "(default: all)",
         ),
         None,
     ),

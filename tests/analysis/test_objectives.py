@@ -28,7 +28,6 @@ from analysis.objectives import (
         # a search asks every term of each probe
         ("e2e-p99<=20ms,lost<=0.05%", "probe",
          [("e2e-p99", True, "<=", 20.0, False), ("lost", True, "<=", 0.0005, True)]),
-        ("", "run", []),
     ],
 )  # fmt: skip
 def test_objectives_are_read(text, scope, parsed):
@@ -36,6 +35,19 @@ def test_objectives_are_read(text, scope, parsed):
     assert [(o.metric, o.per_step, o.op, o.bound, o.share) for o in got] == [
         (m, s, op, pytest.approx(b), sh) for m, s, op, b, sh in parsed
     ]
+
+
+@pytest.mark.parametrize("text", ["", " ", ",", " , ,"])
+def test_an_slo_with_no_term_is_refused_not_judged_as_nothing(text):
+    # A CI job's --slo "$SLO" with SLO unset gated on nothing and passed (evbench issue 51).
+    with pytest.raises(ValueError, match=r"holds no objective \(an unset variable\?\)"):
+        parse_objectives(text)
+
+
+@pytest.mark.parametrize("term", ["lost<=" + "9" * 400, "e2e-p99<=" + "9" * 400 + "ms"])
+def test_a_bound_past_any_number_is_named_not_an_overflow(term):
+    with pytest.raises(ValueError, match=r"its bound is too large: at most 1\.8e\+308"):
+        parse_objectives(term)
 
 
 @pytest.mark.parametrize(

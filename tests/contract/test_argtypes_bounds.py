@@ -14,15 +14,19 @@ import pytest
 from contract.errors import EvbenchError
 from contract.records import event_id
 from loadgen.payload import PayloadBuilder
+from receivers.identify import MAX_KNOWN_PATHS
 from receivers.limits import Limits
 from runtime.argtypes import (
     EPOCH_NS_MIN,
     PAYLOAD_MAX_BYTES,
     PAYLOAD_MIN_BYTES,
+    SUBSCRIBERS_MAX,
     WORKERS_PER_CORE,
     clock_shift_ms,
+    count_list,
     directory_path,
     epoch_ns,
+    matching_triggers,
     payload_bytes,
     spark_master,
     spark_remote,
@@ -33,6 +37,38 @@ from runtime.runs import new_sut_dir, unusable_directory
 
 def test_the_largest_payload_is_the_receivers_body_limit() -> None:
     assert Limits().max_body_bytes == PAYLOAD_MAX_BYTES
+
+
+def test_the_most_subscribers_is_what_the_receivers_table_of_paths_holds() -> None:
+    assert SUBSCRIBERS_MAX == MAX_KNOWN_PATHS
+
+
+@pytest.mark.parametrize(
+    ("text", "taken"),
+    [
+        ("1", (1,)),
+        ("1,10,1024", (1, 10, 1024)),
+        ("0", None),
+        ("1025", None),
+        ("1," + "9" * 14, None),
+    ],
+)
+def test_subscriber_counts_are_one_to_the_most(text: str, taken: tuple[int, ...] | None) -> None:
+    parse = count_list("subscriber counts", SUBSCRIBERS_MAX, "why")
+    if taken is not None:
+        assert parse(text) == taken
+        return
+    with pytest.raises(argparse.ArgumentTypeError, match=r"counts are 1 to 1024 \(why\)"):
+        parse(text)
+
+
+@pytest.mark.parametrize(("text", "taken"), [("1", 1), ("1024", 1024), ("0", None), ("1025", None)])
+def test_matching_triggers_are_at_least_one(text: str, taken: int | None) -> None:
+    if taken is not None:
+        assert matching_triggers(text) == taken
+        return
+    with pytest.raises(argparse.ArgumentTypeError, match="out of range: 1 to the --triggers"):
+        matching_triggers(text)
 
 
 def test_the_smallest_payload_carries_the_longest_id_any_run_makes() -> None:

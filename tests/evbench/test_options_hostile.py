@@ -219,6 +219,43 @@ _CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
         lambda t: ["analyze", str(t / "r"), "--spark-master", "garbage://x"],
         "--spark-master: 'garbage://x' is not a Spark master",
     ),
+    # evbench issue 51, part 9: bounds the re-probe found missing
+    (
+        "subscribers 100,000 (past the argument list Linux takes)",
+        lambda t: [*_run(t), "--sut", "channel-imc", "--subscribers", "100000"],
+        "argument --subscribers/--triggers/--subscriptions: '100000': subscriber counts are 1 "
+        "to 1024 (the receiver tells this many paths apart)",
+    ),
+    (
+        "subscribers 10^14 (a MemoryError)",
+        lambda t: [*_run(t), "--sut", "channel-imc", "--subscribers", "1,100000000000000"],
+        "'1,100000000000000': subscriber counts are 1 to 1024",
+    ),
+    (
+        "triggers 300 on a lab Kafka system",
+        lambda t: [*_run(t), "--sut", "broker-kafka", "--triggers", "300"],
+        "--subscribers 300: broker-kafka takes at most 256 (a consumer group each",
+    ),
+    (
+        "matching 0 (then called a wiring mistake)",
+        lambda t: [*_run(t), "--sut", "broker-imc", "--triggers", "3", "--matching", "0"],
+        "argument --matching: 0 is out of range: 1 to the --triggers (at most 1024)",
+    ),
+    (
+        "slo empty (an unset variable gates on nothing)",
+        lambda t: [*_run(t), "--sut", "direct", "--slo", ""],
+        "argument --slo: --slo '' holds no objective (an unset variable?)",
+    ),
+    (
+        "analyze slo of commas only",
+        lambda t: ["analyze", str(t / "r"), "--slo", " , "],
+        "argument --slo: --slo ' , ' holds no objective",
+    ),
+    (
+        "slo bound of 400 digits (an OverflowError)",
+        lambda t: [*_run(t), "--sut", "direct", "--slo", "lost<=" + "9" * 400],
+        "its bound is too large: at most 1.8e+308",
+    ),
     (
         "analyze spark-master sc://",
         lambda t: ["analyze", str(t / "r"), "--spark-master", "sc://h:15002"],
