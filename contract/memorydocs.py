@@ -79,13 +79,23 @@ class FailedScenarioDoc(TypedDict):
     reason: str
 
 
+class CutScenarioDoc(TypedDict):
+    """The scenario under way when the matrix was interrupted: its folder keeps what it wrote
+    (samples, logs), but it has no scenario.json and is not analysed."""
+
+    scenario: str
+    after_s: float  # from the scenario's start (its broker, its backlog) to the interrupt
+    reason: str
+
+
 class MemoryDoc(TypedDict):
     """memory.json: the scenarios finished so far (rewritten after each), those that failed,
-    and whether the matrix was interrupted."""
+    and whether the matrix was interrupted, with the scenario that cut short."""
 
     scenarios: list[ScenarioDoc]
     failed: list[FailedScenarioDoc]
     interrupted: bool
+    cut_short: NotRequired[list[CutScenarioDoc]]  # absent: written before it was kept
 
 
 class MemorySummaryRowDoc(ScenarioDoc):

@@ -26,6 +26,7 @@ from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.layout import safe_component
 from contract.memorydocs import (
+    CutScenarioDoc,
     FailedScenarioDoc,
     MemoryDoc,
     ScenarioDoc,
@@ -44,7 +45,7 @@ from evbench.consumers import (
     read_text,
 )
 from evbench.interrupts import Interrupts
-from evbench.memorydoc import ConsumerEnd, never_consumed, say, scenario_doc
+from evbench.memorydoc import ConsumerEnd, cut_scenario, never_consumed, say, scenario_doc
 from evbench.options import MemoryOptions
 from evbench.session import Echo, Session
 from loadgen.settings import SendKnobs
@@ -97,6 +98,7 @@ class _Scenarios:
         }
         self.rows: list[ScenarioDoc] = []
         self.failed: list[FailedScenarioDoc] = []
+        self.cut_short: list[CutScenarioDoc] = []
         self.interrupts = Interrupts(echo)
 
     def items(self) -> tuple[str, ...]:
@@ -117,9 +119,11 @@ class _Scenarios:
             f"scenario {name}: {partitions} partitions, consumer {spec.name}"
             + (f", {subscriptions} subscriptions" if subscriptions > 1 else "")
         )
+        started = time.monotonic()
         try:
             result = _scenario(item, spec, partitions, self.echo)
         except KeyboardInterrupt:
+            self.cut_short.append(cut_scenario(name, time.monotonic() - started))
             return self._interrupted()
         except Exception as exc:  # one scenario failing is reported, not fatal
             reason = f"{type(exc).__name__}: {exc}"
@@ -133,12 +137,17 @@ class _Scenarios:
 
     def _save(self, interrupted: bool = False) -> None:
         doc: MemoryDoc = {"scenarios": self.rows, "failed": self.failed, "interrupted": interrupted}
+        if self.cut_short:
+            doc["cut_short"] = self.cut_short
         (self.root / "memory.json").write_text(json.dumps(doc, indent=2) + "\n")
 
     def _interrupted(self) -> RunStatus:
         """An interrupt ended the matrix: memory.json says so, with the scenarios finished."""
         self._save(interrupted=True)
-        self.echo(f"interrupted: {len(self.rows)} finished scenario(s) kept in {self.root}")
+        cut = "".join(
+            f"; {c['scenario']} cut short after {c['after_s']:g} s" for c in self.cut_short
+        )
+        self.echo(f"interrupted: {len(self.rows)} finished scenario(s) kept in {self.root}{cut}")
         return "interrupted"
 
 

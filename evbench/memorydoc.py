@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from analysis.memory import describe_lines, memory_figures
-from contract.memorydocs import MemoryFiguresDoc, PartitionLagDoc, ScenarioDoc
+from contract.memorydocs import CutScenarioDoc, MemoryFiguresDoc, PartitionLagDoc, ScenarioDoc
 from contract.units import NS_PER_S
 from evbench.consumers import LAB_CONSUMERS, ConsumerSpec
 from evbench.options import MemoryOptions
@@ -89,6 +89,18 @@ def scenario_doc(
         doc["seed_rule_bytes"] = seed_rule.buffer_bytes
         doc["seed_rule_formula"] = seed_rule.formula
     return doc
+
+
+def cut_scenario(name: str, after_s: float) -> CutScenarioDoc:
+    """memory.json's entry for the scenario an interrupt cut short. Pure."""
+    return {
+        "scenario": name,
+        "after_s": round(after_s, 1),
+        "reason": (
+            f"interrupted after {after_s:.1f} s: no scenario.json, not analysed; what it wrote "
+            f"(samples, logs) is in {name}/"
+        ),
+    }
 
 
 def say(result: ScenarioDoc, group: str, topic: str, echo: Echo) -> None:

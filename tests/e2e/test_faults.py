@@ -26,7 +26,7 @@ from runtime.parquet import read_parts
 from runtime.procs import die_with_parent
 from suts.lab import LabSettings, make_sut
 from tests.browser import console_errors, evaluate
-from tests.conftest import wait_until
+from tests.conftest import WITHOUT_HOST_RULE, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -277,7 +277,7 @@ def test_a_search_with_a_fault_in_every_probe_holds_where_the_system_recovers(tm
         sut="channel-imc",
         plan=SearchPlan(300, 300, Resolution(per_s=1), probe_s=8, confirm_s=8, max_probes=1),
         runs_dir=tmp_path, run_id="s", send=SendKnobs(payload_bytes=512), settle_s=1.0,
-        grace_s=1.0, faults=(parse_fault("every@1s:kill:channel"),),
+        grace_s=1.0, faults=(parse_fault("every@1s:kill:channel"),), thresholds=WITHOUT_HOST_RULE,
     )  # fmt: skip
     lines: list[str] = []
     searched = search(opts, lines.append, make=make_sut)

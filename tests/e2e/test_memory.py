@@ -102,6 +102,38 @@ def test_a_killed_consumer_leaves_its_lag_reported(tmp_path):
     assert any("GROUP" in line and "LOG-END-OFFSET" in line for line in lines)
 
 
+def test_a_scenario_interrupted_while_its_consumer_drains_is_listed_as_cut_short(tmp_path):
+    # Two scenarios; Ctrl-C once the first one's consumer runs: that one is cut short and said
+    # so in memory.json (not dropped), the second is never run, and the exit is 130.
+    run = subprocess.Popen(
+        _memory(tmp_path, "--consumers", "confluent,aiokafka", "--no-analyze"),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(180, run.kill)  # a hang fails the test instead of the suite
+    watchdog.start()
+    try:
+        lines = []
+        for line in run.stderr:
+            lines.append(line)
+            if "consumer confluent started" in line:
+                run.send_signal(signal.SIGINT)
+                break
+        lines += run.stderr.readlines()
+        code = run.wait()
+    finally:
+        watchdog.cancel()
+        run.kill()
+    assert code == 130, "".join(lines)[-3000:]
+    memory = json.loads((tmp_path / "m-memory" / "memory.json").read_text())
+    assert memory["interrupted"] and memory["scenarios"] == [], memory
+    (cut,) = memory["cut_short"]
+    assert cut["scenario"] == "confluent-p2" and 0 < cut["after_s"] < 60, cut
+    assert "interrupted" in cut["reason"], cut
+    assert any("confluent-p2 cut short after" in line for line in lines), lines[-5:]
+    assert not (tmp_path / "m-memory" / "aiokafka-p2" / "scenario.json").exists()
+
+
 def test_a_consumer_under_a_too_small_memory_limit_is_reported_with_its_starved_partitions(
     tmp_path,
 ):

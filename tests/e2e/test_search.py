@@ -22,7 +22,7 @@ from runtime.parquet import part_files, read_parts
 from runtime.procs import die_with_parent
 from suts.drivers import known_capacity
 from suts.lab import make_sut
-from tests.conftest import wait_until
+from tests.conftest import WITHOUT_HOST_RULE, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +38,7 @@ def test_a_rate_no_sender_holds_ends_the_search_with_the_instrument_as_the_limit
         run_id="s",
         send=SendKnobs(payload_bytes=256),
         grace_s=2.0,
+        thresholds=WITHOUT_HOST_RULE,
     )
     lines: list[str] = []
     searched = search(opts, lines.append, make=make_sut)
@@ -67,6 +68,7 @@ def test_a_system_still_delivering_a_backlog_is_restarted_before_the_next_probe(
         settle_s=1.0,
         grace_s=1.0,
         grace_cap_s=3.0,
+        thresholds=WITHOUT_HOST_RULE,
     )
     lines: list[str] = []
     searched = search(opts, lines.append, make=known_capacity(40, queue_limit=1000))

@@ -1,10 +1,11 @@
-"""The memory evaluation's pure pieces: consumer choices, /proc status, the peak table."""
+"""The memory evaluation's pure pieces: consumer choices, /proc status, the peak table, the
+scenario an interrupt cut short."""
 
 import pytest
 
 from analysis.memory import peak_table
 from evbench.consumers import LOW_MEMORY, consumer_specs, logged_errors
-from evbench.memorydoc import never_consumed
+from evbench.memorydoc import cut_scenario, never_consumed
 from evbench.samples import status_fields
 
 
@@ -148,3 +149,12 @@ def test_what_a_consumer_logged_that_went_wrong(log, expected):
 def test_logged_errors_stop_at_the_limit():
     log = "\n".join(f"%3|{i}|ERR|c| error {i}" for i in range(50))
     assert len(logged_errors(log, limit=7)) == 7
+
+
+def test_a_scenario_cut_short_names_itself_its_time_and_where_its_records_are():
+    assert cut_scenario("confluent-p2", 3.64) == {
+        "scenario": "confluent-p2",
+        "after_s": 3.6,
+        "reason": "interrupted after 3.6 s: no scenario.json, not analysed; what it wrote "
+        "(samples, logs) is in confluent-p2/",
+    }
