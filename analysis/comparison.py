@@ -1,7 +1,7 @@
-"""`evbench compare`: the same systems across analysed runs, side by side, and for each one's
-e2e P99 and P99.99 whether a later run is better, worse or indistinguishable from the first
-(analysis.confidence: only where the 95 % intervals part, beyond the tolerance). A system
-repeated in a run (`run --repeat N`) is one row there, its intervals the repeats' ranges
+"""`evbench compare`: the same systems across analysed runs, side by side, and each later run of
+a system against its first: capacity and every step both share (analysis.changes, its calls;
+analysis.changes_text, as said). A staircase's whole-run tails are shown, never called. A
+system repeated in a run (`run --repeat N`) is one row there, its intervals the repeats' ranges
 (analysis.repeats.merged_rows)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analysis.confidence import WORSE, change
+from analysis.changes import capacity_ranges, capacity_texts, compare_pair, compared_step
+from analysis.changes_text import pair_html, pair_lines, regression_lines, verdict_text
 from analysis.fault_report import faults_brief
 from analysis.figures import comparison
 from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
@@ -22,8 +23,6 @@ from runtime.files import write_text_atomically
 from runtime.runs import analysed_summaries
 
 Row = dict[str, Any]  # a comparison row: one (run, SUT)
-# The figures a later run is called better or worse on: TailDoc's names, as said.
-CALLED = {"p99": "P99", "p9999": "P99.99"}
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:
@@ -48,6 +47,7 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
         for path in summaries:
             summary = read_summary(path)
             e2e = summary["latency_ms"]["e2e"]
+            point, held = summary["breaking_point_per_s"], summary["max_sustainable_rate_per_s"]
             rows.append(
                 {
                     "run": label,
@@ -64,6 +64,10 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
                     "send_failures": summary["counts"]["send_failures"],
                     "lost": summary["counts"]["lost"],
                     "searched": "search" in summary,
+                    "steps": [compared_step(step) for step in summary["steps"]],
+                    "probes": summary["search"]["probes"] if "search" in summary else [],
+                    "capacity": capacity_ranges(point, held),
+                    "capacity_text": capacity_texts(point, held),
                     "faults": faults_brief(summary.get("faults") or []),
                     "verdict": summary["verdict"],
                     "report": SutDir(path.parent.parent).report_html,
@@ -75,41 +79,32 @@ def comparison_rows(run_dirs: list[Path]) -> list[Row]:
 
 
 def with_changes(rows: list[Row], tolerance: float = 0.0) -> list[Row]:
-    """Each row with `changes`: for a run after the first one that has its SUT, its e2e P99
-    and P99.99 against that first run's (analysis.confidence.change), {} for the first. Pure."""
+    """Each row with `against` (the first run that has its SUT) and `compared`: for a later
+    run, analysis.changes.compare_pair against that first run's row; None for the first."""
     first: dict[str, Row] = {}
     found = []
     for row in rows:
         base = first.setdefault(row["sut"], row)
-        changes = {} if base is row else {
-            name: change(base["ci95"].get(name), row["ci95"].get(name), tolerance)
-            for name in CALLED
-        }  # fmt: skip
-        found.append({**row, "changes": changes, "against": base["run"]})
+        compared = None if base is row else compare_pair(base, row, tolerance)
+        found.append({**row, "compared": compared, "against": base["run"]})
     return found
 
 
 def regressions(rows: list[Row]) -> list[str]:
-    """What came out worse than its first run: `sut in run: P99` lines."""
-    return [
-        f"{r['sut']} in {r['run']}: e2e {CALLED[name]} worse than in {r['against']}"
-        for r in rows
-        for name, call in r.get("changes", {}).items()
-        if call == WORSE
-    ]
+    """What came out worse than its first run, a line per call (analysis.changes: a capacity
+    figure lower, a figure of a step both judged higher), each `sut in run: ...`."""
+    return [line for r in rows if r.get("compared") for line in regression_lines(r["compared"])]
 
 
-def _changes_text(row: Row) -> str:
-    if not row.get("changes"):
-        return ""
-    said = ", ".join(f"{CALLED[name]} {call}" for name, call in row["changes"].items())
-    return f"; vs {row['against']}: {said}"
+def calls_text(rows: list[Row]) -> str:
+    """Each later run of a system against its first, as `compare` prints it."""
+    return "\n".join(line for r in rows if r.get("compared") for line in pair_lines(r["compared"]))
 
 
 def comparison_text(rows: list[Row]) -> str:
     """A plain table for the terminal: one line per SUT, one column per run."""
     runs = list(dict.fromkeys(r["run"] for r in rows))
-    cells = {(r["sut"], r["run"]): _comparison_cell(r) + _changes_text(r) for r in rows}
+    cells = {(r["sut"], r["run"]): _comparison_cell(r) for r in rows}
     suts = sorted({r["sut"] for r in rows})
     table = [["sut", *runs]] + [
         [sut, *(cells.get((sut, run), "-") for run in runs)] for sut in suts
@@ -119,6 +114,12 @@ def comparison_text(rows: list[Row]) -> str:
         " | ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in table
     )
+
+
+def _verdict_cell(row: Row) -> str:
+    """A later run's verdict and what made it; "-" for the first."""
+    compared = row.get("compared")
+    return verdict_text(compared) if compared else "-"
 
 
 def _comparison_cell(row: Row) -> str:
@@ -185,7 +186,7 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
         f"<td>{cell(latency_text(r['p9999_e2e_ms']))}{' (max)' if r['p9999_is_max'] else ''}"
         f" (n={cell(r['e2e_n'])})</td><td>{cell(r['send_failures'])}</td>"
         f"<td>{cell(r['lost'])}</td>"
-        + f"<td class='text'>{cell(_changes_text(r).removeprefix('; ') or '-')}</td>"
+        + f"<td class='text'>{cell(_verdict_cell(r))}</td>"
         + (f"<td class='text'>{cell(r['faults'])}</td>" if faulted else "")
         + "</tr>"
         for r in rows
@@ -194,11 +195,13 @@ def write_comparison(rows: list[Row], out: Path) -> Path:
     body = (
         "<h1>Runs compared</h1><table><tr><th>run</th><th>SUT</th><th>breaking point</th>"
         "<th>max sustainable</th><th>e2e P99.99</th><th>send failures</th><th>lost</th>"
-        "<th>against the first run (95 % intervals; repeated: the repeats' ranges)</th>"
+        "<th>against the first run: capacity and each step (95 % intervals; repeated: the "
+        "repeats' ranges)</th>"
         + ("<th>faults</th>" if faulted else "")
         + "</tr>"
         + table
         + "</table>"
+        + "".join(pair_html(r["compared"], cell) for r in rows if r.get("compared"))
         + figure_html(comparison(shown), "comparison")
         + _spectra(rows)
     )

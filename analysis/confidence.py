@@ -72,9 +72,11 @@ def change(before: IntervalDoc | None, after: IntervalDoc | None, tolerance: flo
     return SAME
 
 
-# The tail figures that get an interval, by their names in TailDoc, and their quantiles; P99.99
-# only where it is not the max (under 10^4 samples it is, and says so).
-INTERVAL_QUANTILES = {"p99": 0.99, "p9999": 0.9999}
+# The figures that get an interval, by their names in TailDoc, and their quantiles; P99.99
+# only where it is not the max (under 10^4 samples it is, and says so). P50's ends lie below the
+# kept top values: the T-Digest's estimates at its ranks (`exact` false), which `compare` calls
+# each step's P50 from.
+INTERVAL_QUANTILES = {"p50": 0.5, "p99": 0.99, "p9999": 0.9999}
 
 
 def intervals(digest: fastdigest.TDigest, top: np.ndarray | None) -> dict[str, IntervalDoc]:

@@ -18,6 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from analysis.changes import (
+    BREAKING,
+    CAPACITY_KEYS,
+    LATENCIES,
+    ComparedStep,
+    merged_capacity,
+    paired_steps,
+)
 from analysis.fanout import summary_fanout
 from contract.figures import IntervalDoc
 from contract.summarydocs import SummaryDoc
@@ -207,8 +215,20 @@ def _merged(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
         found = median(key)
         return None if found is None else int(found)
 
+    capacity_text = {
+        name: spread_text(
+            spread([r[key] for r in judged], FIGURES[key].absent_rank), "/s", FIGURES[key].absent
+        )
+        for name, key in CAPACITY_KEYS.items()
+    }
+    capacity = merged_capacity([r.get("capacity") or {} for r in judged])
+    if capacity[BREAKING] is None:
+        capacity_text = dict.fromkeys(capacity_text, "-")
     return {
         **middle,  # its spectrum, report and verdict stand for the group's
+        "steps": merged_steps([r.get("steps") or [] for r in judged]),
+        "capacity": capacity,
+        "capacity_text": capacity_text,
         "repeats": len(found),
         "judged": len(judged),
         "p9999_e2e_ms": median("p9999_e2e_ms"),
@@ -223,4 +243,44 @@ def _merged(found: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for name, key in called.items()
             if (interval := range_interval([r[key] for r in judged], n)) is not None
         },
+    }
+
+
+def merged_steps(runs: Sequence[Sequence[ComparedStep]]) -> list[ComparedStep]:
+    """A system's repeats' steps as one run's, for compare: the k-th step at a rate in every
+    repeat (analysis.changes.paired_steps), each figure the middle repeat's and its interval
+    the repeats' range (range_interval, as the whole run's); judged where every repeat judged
+    it. A step some repeat lacks is left out."""
+    if not runs:
+        return []
+    groups = [[step] for step in runs[0]]
+    for other in runs[1:]:
+        for group, (_, step) in zip(groups, paired_steps(runs[0], other), strict=False):
+            if step is not None:
+                group.append(step)
+    return [_merged_step(group) for group in groups if len(group) == len(runs)]
+
+
+def _merged_step(group: Sequence[ComparedStep]) -> ComparedStep:
+    n = sum(step["n"] for step in group)
+    is_max = any(step["is_max"] for step in group)
+    ms: dict[str, float | None] = {}
+    ci95 = {}
+    for name in LATENCIES:
+        values = [step["ms"].get(name) for step in group]
+        found = spread(values)
+        ms[name] = found["median"] if found and found["n"] == len(group) else None
+        interval = range_interval(values, n)
+        if interval is not None and not (name == "p9999" and is_max):
+            ci95[name] = interval
+    verdicts = list(dict.fromkeys(step["verdict"] for step in group))
+    return {
+        "step": group[0]["step"],
+        "rate_per_s": group[0]["rate_per_s"],
+        "verdict": "/".join(verdicts),
+        "judged": all(step["judged"] for step in group),
+        "n": n,
+        "is_max": is_max,
+        "ms": ms,
+        "ci95": ci95,
     }

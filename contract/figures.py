@@ -56,4 +56,5 @@ class TailDoc(TypedDict):
     # of the digest's centroids around it); the true value lies between the order statistics
     # at q - rank_error and q + rank_error.
     rank_error: dict[str, float]
-    ci95: NotRequired[dict[str, IntervalDoc]]  # p99, p9999: how sure (analysis.confidence)
+    # p50, p99, p9999: how sure (analysis.confidence); p50 absent in summaries from before
+    ci95: NotRequired[dict[str, IntervalDoc]]

@@ -16,13 +16,17 @@ from runtime.runs import unusable_directory
 def add(commands: Subcommands) -> None:
     compare = commands.add_parser(
         "compare",
-        help="the same SUTs across analysed runs: breaking points and P99.99 side by side",
+        help="the same SUTs across analysed runs: capacity and each step side by side",
         description="Print one line per SUT with each run's breaking point, max sustainable "
-        "rate and e2e P99.99, and, for every run after the first, whether its e2e P99 and "
-        "P99.99 are better, worse or indistinguishable from the first run's (only where their "
-        "95 %% confidence intervals part; for a system repeated with `run --repeat`, where the "
-        "ranges of its repeats part); write an HTML comparison (default "
-        "runs/compare.html).",
+        "rate and e2e P99.99; then, for every run after the first, its capacity (breaking "
+        "point, max sustainable rate) beside the first run's, called higher (better) or lower "
+        "(worse), and at each step both runs share (same rate, in order) the e2e P50, P99 and "
+        "P99.99 in both, the change with its 95 %% interval and the call: better, worse or "
+        "indistinguishable (only where the two 95 %% confidence intervals part; for a system "
+        "repeated with `run --repeat`, where the ranges of its repeats part). Searches are "
+        "compared by the rate they confirmed, their probes side by side; a search and a "
+        "staircase by capacity only. Whole-run tails are shown, never called. Write an HTML "
+        "comparison (default runs/compare.html).",
     )
     compare.add_argument(
         "runs", type=Path, nargs="+",
@@ -48,8 +52,9 @@ def add_regression_arguments(parser: argparse.ArgumentParser, command: str) -> N
     )  # fmt: skip
     parser.add_argument(
         "--fail-on-regression", action="store_true",
-        help="exit 3 when a system's e2e P99 or P99.99 came out worse than in the baseline "
-        "(for CI)",
+        help="exit 3 on a regression: a system's breaking point or max sustainable rate "
+        "called lower than in the baseline, or its e2e P50, P99 or P99.99 called worse at a "
+        "step both runs judged (for CI)",
     )  # fmt: skip
 
 
@@ -62,6 +67,7 @@ def gate(runs: list[Path], out: Path | None, tolerance: float, fail: bool) -> in
     """Compare `runs` (the first the baseline): the table printed, the page written, each
     regression said; OBJECTIVE_BREACHED (3) when `fail` and something came out worse."""
     from analysis.comparison import (
+        calls_text,
         comparison_rows,
         comparison_text,
         regressions,
@@ -78,6 +84,8 @@ def gate(runs: list[Path], out: Path | None, tolerance: float, fail: bool) -> in
     check_compared(runs)  # each file read below of its shape, one pace: no traceback
     rows = with_changes(merged_rows(comparison_rows(runs)), tolerance)
     print(comparison_text(rows))
+    if calls := calls_text(rows):
+        print(calls)
     try:
         written = write_comparison(rows, out)
     except OSError as exc:

@@ -60,8 +60,22 @@ def test_an_interval_is_exact_where_the_kept_values_reach_and_open_past_the_samp
     assert p9999["hi_ms"] is None and p9999["lo_ms"] <= ordered[-1]
     # without kept values, the digest's estimates at those ranks
     assert not quantile_interval(*_sketch(values, kept=0), 0.99)["exact"]
-    assert set(intervals(*_sketch(values))) == {"p99", "p9999"}
-    assert set(intervals(*_sketch(values[:5000]))) == {"p99"}  # P99.99 is the max there
+    assert set(intervals(*_sketch(values))) == {"p50", "p99", "p9999"}
+    assert set(intervals(*_sketch(values[:5000]))) == {"p50", "p99"}  # P99.99 is the max there
+
+
+def test_the_median_interval_is_the_digests_estimate_at_its_ranks():
+    """Below the kept top values, P50's ends are the T-Digest's (compare calls each step's P50
+    from them): around the sample's median, as wide as its ranks allow."""
+    values = np.random.default_rng(7).lognormal(1.0, 0.6, 60_000)
+    ordered = np.sort(values)
+    p50 = quantile_interval(*_sketch(values), 0.5)
+    low, high = rank_interval(60_000, 0.5)
+    assert not p50["exact"]
+    assert p50["lo_ms"] < np.median(values) < p50["hi_ms"]
+    # each end within 0.2 % of the order statistic at its rank (the digest's resolution there)
+    assert p50["lo_ms"] == pytest.approx(ordered[low - 1], rel=2e-3)
+    assert p50["hi_ms"] == pytest.approx(ordered[high - 1], rel=2e-3)
 
 
 def _interval(lo, hi):
@@ -88,9 +102,10 @@ def test_a_change_is_called_only_when_the_intervals_part(before, after, toleranc
 def test_two_runs_of_the_same_system_are_indistinguishable(seed):
     rng = np.random.default_rng(seed)
     first, second = (rng.lognormal(1.0, 0.6, 50_000) for _ in range(2))
-    for name in ("p99", "p9999"):
+    for name in ("p50", "p99", "p9999"):
         a, b = intervals(*_sketch(first))[name], intervals(*_sketch(second))[name]
         assert change(a, b) == SAME, (name, a, b)
     # and a system twice as slow is called worse
-    slower = intervals(*_sketch(2 * rng.lognormal(1.0, 0.6, 50_000)))["p99"]
-    assert change(intervals(*_sketch(first))["p99"], slower) == WORSE
+    slower = intervals(*_sketch(2 * rng.lognormal(1.0, 0.6, 50_000)))
+    for name in ("p50", "p99"):
+        assert change(intervals(*_sketch(first))[name], slower[name]) == WORSE

@@ -174,32 +174,3 @@ def test_a_probe_is_judged_on_its_own_figures():
     assert [(f["met"], f["measured"]) for f in found] == [(False, 30.0), (False, 0.001)]
     assert found[0]["text"] == "e2e-p99<=20ms: BREACHED (probe 3: 30 ms)"
     assert found[1]["text"] == "lost<=0.05%: BREACHED (probe 3: 0.100%)"
-
-
-def _row(run, sut, p99=None, p9999=None):
-    given = {"p99": p99, "p9999": p9999}
-    ci95 = {name: {"lo_ms": ends[0], "hi_ms": ends[1], "exact": True, "n": 10_000}
-            for name, ends in given.items() if ends is not None}  # fmt: skip
-    return {"run": run, "sut": sut, "ci95": ci95}
-
-
-def test_compare_calls_a_change_against_each_systems_first_run_only_when_intervals_part():
-    from analysis.comparison import regressions, with_changes
-
-    rows = with_changes([
-        _row("a", "imc", p99=(10, 12), p9999=(30, 40)),
-        _row("a", "kafka", p99=(20, 22), p9999=(50, None)),
-        _row("b", "imc", p99=(11, 13), p9999=(45, 50)),  # P99 overlaps; P99.99 above 40
-        _row("b", "kafka", p99=(8, 9), p9999=(70, 80)),  # faster P99; P99.99 not bounded
-        _row("c", "imc"),  # analysed before intervals: nothing to call
-    ])  # fmt: skip
-    assert [(r["run"], r["sut"], r["changes"]) for r in rows] == [
-        ("a", "imc", {}), ("a", "kafka", {}),
-        ("b", "imc", {"p99": "indistinguishable", "p9999": "worse"}),
-        ("b", "kafka", {"p99": "better", "p9999": "indistinguishable"}),
-        ("c", "imc", {"p99": "indistinguishable", "p9999": "indistinguishable"}),
-    ]  # fmt: skip
-    assert regressions(rows) == ["imc in b: e2e P99.99 worse than in a"]
-    # within a 30 % tolerance, 45 is not beyond 40
-    assert regressions(with_changes([_row("a", "imc", p9999=(30, 40)),
-                                     _row("b", "imc", p9999=(45, 50))], 0.3)) == []  # fmt: skip

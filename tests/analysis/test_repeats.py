@@ -7,10 +7,12 @@ import html
 
 import pytest
 
+from analysis.changes import BREAKING, SUSTAINABLE, capacity_ranges, capacity_texts
 from analysis.comparison import regressions, run_labels, with_changes
 from analysis.confidence import BETTER, SAME, WORSE
 from analysis.repeats import (
     merged_rows,
+    merged_steps,
     repeat_table,
     repeats_html,
     shown_name,
@@ -94,21 +96,40 @@ def test_the_index_names_a_repeat_and_groups_only_repeated_systems():
     assert repeats_html(summaries[:1], str) == ""
 
 
-def _row(run, sut, p99, p9999=None, n=10_000, is_max=False, lost=0, of=2, failed=()):
+def _row(run, sut, p99, p9999=None, n=10_000, is_max=False, lost=0, of=2, failed=(), held=1000):
+    """A repeat's comparison row: one step at 1000/s, its figures those of the whole run."""
+    p9999 = p9999 if p9999 is not None else p99 * 2
+    ci95 = {"p99": {"lo_ms": p99 * 0.99, "hi_ms": p99 * 1.01, "exact": True, "n": n}}
+    step = {
+        "step": 1,
+        "rate_per_s": 1000,
+        "verdict": "holds",
+        "judged": True,
+        "n": n,
+        "is_max": is_max,
+        "ms": {"p50": p99 / 4, "p99": p99, "p9999": p9999},
+        "ci95": ci95,
+    }
     return {
         "repeat": {"index": 1, "of": of},
         "run": run,
         "sut": sut,
+        "verdict": f"held every judged step; max sustainable {held}/s",
+        "searched": False,
+        "probes": [],
+        "steps": [step],
         "p99_e2e_ms": p99,
-        "p9999_e2e_ms": p9999 if p9999 is not None else p99 * 2,
+        "p9999_e2e_ms": p9999,
         "p9999_is_max": is_max,
         "e2e_n": n,
         "breaking_point_per_s": None,
-        "max_sustainable_rate_per_s": 1000,
+        "max_sustainable_rate_per_s": held,
+        "capacity": capacity_ranges(None, held),
+        "capacity_text": capacity_texts(None, held),
         "send_failures": 0,
         "lost": lost,
         "instrument_failures": list(failed),
-        "ci95": {"p99": {"lo_ms": p99 * 0.99, "hi_ms": p99 * 1.01, "exact": True, "n": n}},
+        "ci95": ci95,
     }
 
 
@@ -120,7 +141,8 @@ def _calls(a_values, b_values, tolerance=0.0, **kw):
     rows = with_changes(merged_rows(_group("a", a_values, **kw) + _group("b", b_values, **kw)),
                         tolerance)  # fmt: skip
     assert [r["run"] for r in rows] == ["a", "b"]
-    return rows[1]["changes"]
+    (step,) = rows[1]["compared"].steps
+    return {c.name: c.call for c in step.latencies}
 
 
 @pytest.mark.parametrize(
@@ -173,10 +195,59 @@ def test_rows_of_systems_run_once_pass_unchanged_and_a_regression_is_named():
     assert merged_rows(once) == once
     rows = with_changes(merged_rows(once + _group("a", [10, 11]) + _group("b", [20, 21])))
     assert regressions(rows) == [
-        "direct in b: e2e P99 worse than in a",  # its ci95 has no P99.99 here
-        "broker-imc in b: e2e P99 worse than in a",
-        "broker-imc in b: e2e P99.99 worse than in a",
+        # its P99.99 has no interval here: not called
+        "direct in b: step 1 (1000/s) e2e P99 5.00 ms -> 50.0 ms, +45.0 ms (+44.5 ms to "
+        "+45.5 ms): worse than in a",
+        # the repeats' ranges part on each figure: 2.5-2.75 against 5-5.25 ms, ...
+        "broker-imc in b: step 1 (1000/s) e2e P50 2.50 ms -> 5.00 ms, +2.50 ms (+2.25 ms to "
+        "+2.75 ms): worse than in a",
+        "broker-imc in b: step 1 (1000/s) e2e P99 10.0 ms -> 20.0 ms, +10.0 ms (+9.00 ms to "
+        "+11.0 ms): worse than in a",
+        "broker-imc in b: step 1 (1000/s) e2e P99.99 20.0 ms -> 40.0 ms, +20.0 ms (+18.0 ms "
+        "to +22.0 ms): worse than in a",
     ]
+
+
+def _steps(*figures, rates=(1000, 100, 1100), verdict="holds"):
+    """A repeat's steps: (p50, p99) each, at `rates`."""
+    return [
+        {
+            "step": number,
+            "rate_per_s": rate,
+            "verdict": verdict,
+            "judged": verdict in ("holds", "breaks"),
+            "n": 1000,
+            "is_max": True,
+            "ms": {"p50": p50, "p99": p99, "p9999": p99 * 2},
+            "ci95": {},
+        }
+        for number, (rate, (p50, p99)) in enumerate(zip(rates, figures, strict=False), 1)
+    ]
+
+
+def test_repeats_steps_merge_into_middle_figures_and_the_repeats_ranges():
+    merged = merged_steps(
+        [
+            _steps((1.0, 10.0), (0.5, 3.0), (2.0, 30.0)),
+            _steps((1.2, 14.0), (0.4, 3.3), rates=(1000, 100)),  # it never reached 1100/s
+            _steps((1.1, 12.0), (0.6, 2.7), (2.5, 90.0)),
+        ]
+    )
+    assert [(s["step"], s["rate_per_s"]) for s in merged] == [(1, 1000), (2, 100)]
+    first = merged[0]
+    assert first["ms"] == {"p50": 1.1, "p99": 12.0, "p9999": 24.0}
+    assert first["ci95"]["p99"] == {"lo_ms": 10.0, "hi_ms": 14.0, "exact": True, "n": 3000}
+    # P99.99 of fewer than 10^4 events each is their maximum: no interval from them
+    assert set(first["ci95"]) == {"p50", "p99"} and first["judged"]
+    mixed = merged_steps([_steps((1.0, 10.0)), _steps((1.0, 10.0), verdict="sender-limited")])
+    assert mixed[0]["verdict"] == "holds/sender-limited" and not mixed[0]["judged"]
+    assert merged_steps([]) == []
+
+
+def test_repeats_capacity_is_the_middle_repeats_with_their_range():
+    (row,) = merged_rows([_row("a", "s", 10.0, held=h, of=3) for h in (1000, 1200, 1100)])
+    assert row["capacity"] == {BREAKING: (1001, INF), SUSTAINABLE: (1000, 1200)}
+    assert row["capacity_text"] == {BREAKING: "held", SUSTAINABLE: "1100/s (1000-1200)"}
 
 
 def test_runs_of_one_name_are_told_apart_by_the_directory_above(tmp_path):

@@ -7,7 +7,13 @@ import shutil
 
 import pytest
 
-from analysis.comparison import comparison_rows, comparison_text, with_changes, write_comparison
+from analysis.comparison import (
+    calls_text,
+    comparison_rows,
+    comparison_text,
+    with_changes,
+    write_comparison,
+)
 from analysis.job import AnalyzeOptions, analyze
 from analysis.report import write_index, write_report
 from contract.errors import EvbenchError
@@ -142,15 +148,25 @@ def test_compare_two_runs(spark, tmp_path):
         ("run-x-p", "direct", 400),
         ("run-y-p", "direct", 400),
     ]
-    text = comparison_text(with_changes(rows))
+    rows = with_changes(rows)
+    text = comparison_text(rows)
     assert "direct" in text and text.count("breaks at 400/s, max sustainable 200/s, e2e") == 2
     assert "fault" not in text
-    # the same records analysed twice: the same intervals, nothing to call
-    assert text.count("vs run-x-p: P99 indistinguishable, P99.99 indistinguishable") == 1
+    # the same records analysed twice: the same capacity and intervals, nothing to call
+    calls = [" ".join(line.split()) for line in calls_text(rows).splitlines()]
+    assert calls[0] == "direct: run-y-p against run-x-p: indistinguishable"
+    assert "max sustainable 200/s 200/s +0/s indistinguishable" in calls
+    steps = [line for line in calls if line.startswith(("1 200/s", "2 400/s"))]
+    assert [line.split(" P50 ")[0] for line in steps] == [
+        "1 200/s holds -> holds",
+        "2 400/s breaks -> breaks",
+    ]
+    assert all(line.endswith(" indistinguishable") for line in steps)
     page = write_comparison(rows, root / "compare.html")
     dom, console = render(page, tmp_path)
     assert console_errors(console) == []
     assert drawn(dom, "comparison") and "<th>faults</th>" not in dom
+    assert "direct: run-y-p against run-x-p: indistinguishable" in dom
     assert drawn(dom, "spectrum-compared")  # each system's e2e spectrum in each run
     # run-y-p had a fault (as its summary.json tells it): its figures beside run-x-p's none
     summary_path = second_run / "direct" / "analysis" / "summary.json"

@@ -68,9 +68,12 @@ def test_two_repeats_of_direct_in_one_run_directory_then_a_run_gated_on_them(tmp
         "--run-id", "next", "--baseline", str(run_dir), "--fail-on-regression",
     )  # fmt: skip
     assert gated.returncode in (0, 3), gated.stderr[-3000:]
-    (line,) = [row for row in gated.stdout.splitlines() if row.startswith("direct")]
+    (line,) = [row for row in gated.stdout.splitlines() if row.startswith("direct ")]
     assert line.count("median of 2 repeats") == 2  # one row for the system, a cell a run
-    assert "vs rep-300x2: P99 " in line
+    # the later run against the first, step by step, from the repeats' ranges
+    said = [" ".join(row.split()) for row in gated.stdout.splitlines()]
+    assert any(row.startswith("direct: next-300x2 against rep-300x2: ") for row in said)
+    assert any(row.startswith("1 300/s ") and " P50 " in row for row in said), gated.stdout
     assert (tmp_path / "next-300x2" / "compare.html").is_file()
     # The call itself is the pure rule's (tests/analysis/test_repeats.py); here, that the gate
     # reads it: exit 3 exactly when a regression was said.
