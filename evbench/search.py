@@ -34,9 +34,7 @@ from analysis.faultsteps import judged_by_recovery
 from analysis.hostload import HostLoad, host_load
 from analysis.tasks import files_events
 from analysis.verdicts import BREAKS, HOLDS, HOST_SATURATED, SENDER_LIMITED, saturation
-from contract.documents import (
-    RunStatus,
-)
+from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.faults import FaultDoc
 from contract.layout import SutDir

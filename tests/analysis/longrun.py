@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from analysis.drift import drift_of
 from analysis.verdicts import Thresholds
-from contract.documents import TailDoc
+from contract.figures import TailDoc
 from contract.layout import SutDir
 from contract.summarydocs import SummaryDoc
 
