@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from analysis.digests import digest_rows
 from analysis.steprule import StepTotals, flags, latencies, outcomes, step_totals
+from analysis.unrecorded import NeverSent, never_sent
 from contract.documents import RunDoc
 from contract.fanout import SubscriberDoc
 from contract.summarydocs import SummaryDoc
@@ -77,16 +78,17 @@ def metric_at(number: int) -> str:
 
 
 def fanned(
-    sent: pa.Table, received: pa.Table, rows: np.ndarray, fanout: Fanout
-) -> tuple[pa.Table, int, int]:
+    sent: pa.Table, received: pa.Table, rows: np.ndarray, fanout: Fanout, own: str | None = None
+) -> tuple[pa.Table, NeverSent, int]:
     """The sent events with their completion (`received_ns`, null when not complete, and
     `deliveries`, as analysis.steprule reads them) and each subscriber's columns; how many
-    distinct ids were received but never sent; and how many deliveries of sent events came to
-    a path no subscriber has (a subscription pointed at the wrong URL: analysis.verdicts).
-    `rows`: each delivery's sent row (-1: none)."""
+    distinct ids were received but never sent, the run's `own` among them told apart
+    (analysis.unrecorded); and how many deliveries of sent events came to a path no subscriber
+    has (a subscription pointed at the wrong URL: analysis.verdicts). `rows`: each delivery's
+    sent row (-1: none)."""
     count = sent.num_rows
     met = rows >= 0
-    foreign = int(pc.count_distinct(received.column("event_id").filter(pa.array(~met))).as_py())
+    foreign = never_sent(received.column("event_id").filter(pa.array(~met)), own)
     paths = pa.array([path for path, _ in fanout], pa.string())
     which = pc.index_in(received.column("subscriber"), value_set=paths)
     subscriber = np.asarray(which.fill_null(-1), dtype=np.int64)

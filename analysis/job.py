@@ -59,6 +59,7 @@ from analysis.steps import (
 )
 from analysis.summary import SutFindings, headline, strict_json, summary
 from analysis.tasks import RULE_EVENTS_ARROW, StepTask, binned, hdr_rows, plan, rule_events, run
+from analysis.unrecorded import own_ids, run_tags
 from contract.layout import SutDir
 from contract.summarydocs import StepSummaryDoc, SummaryDoc
 from contract.units import NS_PER_S
@@ -84,6 +85,8 @@ STEP_SCHEMA = from_arrow_schema(STEP_ARROW)
 POINTS_MAX = 100_000
 # A row of an aggregate on the driver (a second's counts, a point of a line).
 Row = dict[str, Any]
+# The counts a task's row of deliveries that met no sent event carries (analysis.steps).
+_UNMET = ("foreign", "strays", "unrecorded")
 
 
 def analyze(
@@ -145,6 +148,8 @@ class _Aggregates:
     # A fan-out's: each subscriber's totals per step, by SUT key and subscriber number.
     subscriber_totals: dict[str, dict[int, list[StepTotals]]] = field(default_factory=dict)
     stray_counts: dict[str, int] = field(default_factory=dict)  # to no subscriber's path
+    # the run's own ids never sent: their records died with their sender (analysis.unrecorded)
+    unrecorded_counts: dict[str, int] = field(default_factory=dict)
     hdr_logs: dict[str, Written] = field(default_factory=dict)  # --export-hdr: where they went
 
     def findings(self, key: str) -> SutFindings:
@@ -157,6 +162,7 @@ class _Aggregates:
             seconds=self.metrics.get(key, []),
             subscriber_totals=self.subscriber_totals.get(key, {}),
             strays=self.stray_counts.get(key, 0),
+            unrecorded=self.unrecorded_counts.get(key, 0),
         )
 
 
@@ -181,6 +187,7 @@ def _aggregate(
             trim_ns=int(opts.trim_s * NS_PER_S),
             corrections=corrections,
             fanout={key: fans for key, i in checked.items() if (fans := fanout_of(i.run))},
+            own_ids={key: own for key, i in checked.items() if (own := _own_ids(i))},
         )
         tasks = plan({key: _copies(inputs) for key, inputs in checked.items()})
         with _without_codegen(spark):
@@ -281,7 +288,7 @@ def from_steps(
     totals: dict[tuple[str, int], list[StepTotals]] = {}
     seconds: dict[str, list[Row]] = {}
     points: dict[str, list[pa.Table]] = {}
-    foreign: dict[str, int] = {}
+    unmet: dict[str, dict[str, int]] = {}  # UNMET's counts, each by SUT
     order: dict[str, list[tuple[int, int]]] = {}
     # Each kind of row takes only its columns before it is filtered: the step rows' lists
     # (seconds, points) are most of the table, and a filter copies every column it keeps.
@@ -291,17 +298,17 @@ def from_steps(
     has_metric = pc.is_valid(head.column("metric"))
     step_rows = pc.and_(pc.invert(per_second), pc.invert(has_metric))
     columns = [
-        "sut", "step", "slice", "totals", "seconds", "points", "foreign", "subscribers", "strays"
+        "sut", "step", "slice", "totals", "seconds", "points", "subscribers", *_UNMET
     ]  # fmt: skip
-    strays: dict[str, int] = {}
     steps = head.select(columns).filter(step_rows)
     theirs: dict[tuple[str, int, int], list[StepTotals]] = {}
     names, numbers = steps.column("sut").to_pylist(), steps.column("step").to_pylist()
     parts = steps.column("slice").to_pylist()
     for i, (sut, step, part) in enumerate(zip(names, numbers, parts, strict=True)):
-        if step is None:  # each task's count of its foreign deliveries
-            foreign[sut] = foreign.get(sut, 0) + steps.column("foreign")[i].as_py()
-            strays[sut] = strays.get(sut, 0) + (steps.column("strays")[i].as_py() or 0)
+        if step is None:  # each task's counts of its deliveries never sent or astray
+            for name in _UNMET:
+                held = unmet.setdefault(name, {})
+                held[sut] = held.get(sut, 0) + (steps.column(name)[i].as_py() or 0)
             continue
         order.setdefault(sut, []).append((step, part))
         totals.setdefault((sut, step), []).append(_totals(steps.column("totals")[i].as_py()))
@@ -325,10 +332,11 @@ def from_steps(
         slice_order={sut: sorted(keys) for sut, keys in order.items()},
         cumulative={},
         e2e_points=e2e_points,
-        foreign_counts=foreign,
+        foreign_counts=unmet.get("foreign", {}),
+        unrecorded_counts=unmet.get("unrecorded", {}),
         points={sut: merge_points(pa.concat_tables(rows)) for sut, rows in points.items()},
         subscriber_totals=by_subscriber,
-        stray_counts=strays,
+        stray_counts=unmet.get("strays", {}),
     )
 
 
@@ -382,6 +390,11 @@ def analyze_sut(
     echo: Callable[[str], None] = lambda line: None,
 ) -> SummaryDoc:
     return analyze(spark, [sut_dir], opts, echo)[0]
+
+
+def _own_ids(inputs: SutInputs) -> str | None:
+    """The pattern of the ids the system's senders gave (analysis.unrecorded)."""
+    return own_ids(run_tags(inputs.run, inputs.sent_parts))
 
 
 def _bucket_ns(inputs: SutInputs) -> int:

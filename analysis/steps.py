@@ -41,6 +41,7 @@ from analysis.steprule import (
     seconds_since,
     step_totals,
 )
+from analysis.unrecorded import NeverSent
 from contract.units import NS_PER_S
 from runtime.clocks import Correction
 
@@ -104,6 +105,7 @@ STEP_ARROW = pa.schema(
         # A fan-out's: each subscriber's totals (analysis.fanout); null for one subscriber.
         ("subscribers", pa.list_(pa.struct([("number", pa.int32()), ("totals", TOTALS_ARROW)]))),
         ("strays", pa.int64()),  # a fan-out's deliveries to no subscriber's path (foreign row)
+        ("unrecorded", pa.int64()),  # the run's own ids never sent (analysis.unrecorded)
     ]
 )
 
@@ -122,6 +124,8 @@ class StepContext:
     trim_ns: int = 0
     corrections: Mapping[str, Mapping[int, Correction]] = field(default_factory=dict)
     fanout: Mapping[str, Fanout] = field(default_factory=dict)  # by SUT key, where it fans out
+    # The pattern of each SUT's own ids, where its run tags are known (analysis.unrecorded).
+    own_ids: Mapping[str, str] = field(default_factory=dict)
 
 
 def aggregate_step(
@@ -171,11 +175,14 @@ def aggregate_step(
     return pa.concat_tables([digests, row])
 
 
-def foreign_row(sut: str, foreign: int, strays: int = 0) -> pa.Table:
-    """The row that carries a count of foreign deliveries (ids received, never sent) and of a
-    fan-out's deliveries to no subscriber's path: the driver adds up a SUT's."""
-    row = _step_row(sut, None, None, foreign=foreign)
-    return row.set_column(row.schema.get_field_index("strays"), "strays", pa.array([strays]))
+def foreign_row(sut: str, unmet: NeverSent, strays: int = 0) -> pa.Table:
+    """The row that carries the counts of ids received and never sent (foreign, and the run's
+    own: analysis.unrecorded) and of a fan-out's deliveries to no subscriber's path: the
+    driver adds up a SUT's."""
+    row = _step_row(sut, None, None, foreign=unmet.foreign)
+    for name, count in (("strays", strays), ("unrecorded", unmet.unrecorded)):
+        row = row.set_column(row.schema.get_field_index(name), name, pa.array([count]))
+    return row
 
 
 def _step_row(

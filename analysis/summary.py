@@ -73,6 +73,7 @@ class SutFindings:
     # A fan-out's: each subscriber's totals in step order, by its number (analysis.fanout).
     subscriber_totals: Mapping[int, Sequence[StepTotals]] = field(default_factory=dict)
     strays: int = 0  # a fan-out's deliveries to a path no subscriber has
+    unrecorded: int = 0  # the run's own ids received, never sent (analysis.unrecorded)
 
 
 def _trimmed(trim_s: float) -> str | None:
@@ -90,7 +91,7 @@ def summary(
 ) -> SummaryDoc:
     """summary.json: the measured offsets and those applied are `clocks`."""
     run = inputs.run
-    counts = _counts(found.totals, found.foreign)
+    counts = _counts(found.totals, found.foreign, found.unrecorded)
     failures = instrument_failures(evidence(inputs, counts, found))
     faults, by_step = run.get("faults") or [], {t["step"]: t for t in found.totals}
     steps, verdicts, baseline = _judged(inputs, found, opts.thresholds, failures)
@@ -253,7 +254,7 @@ def clock_summary(
     }
 
 
-def _counts(totals: Sequence[StepTotals], foreign: int) -> CountsDoc:
+def _counts(totals: Sequence[StepTotals], foreign: int, unrecorded: int = 0) -> CountsDoc:
     rows: Sequence[Mapping[str, Any]] = totals
 
     def total(key: str) -> int:
@@ -268,6 +269,7 @@ def _counts(totals: Sequence[StepTotals], foreign: int) -> CountsDoc:
         "lost": total("lost"),
         "duplicates": total("duplicates"),
         "foreign": foreign,
+        "unrecorded_sends": unrecorded,
         "decoys": total("decoys"),
         "filtered": total("filtered"),
         "leaked": total("leaked"),
@@ -293,7 +295,9 @@ def evidence(inputs: SutInputs, counts: CountsDoc, found: SutFindings) -> Instru
         acked=counts["acked"],
         acked_decoys=counts["filtered"] + counts["leaked"],
         # Under fan-out, any subscriber's delivery (or one astray) is one, complete or not.
-        deliveries=counts["received"] + counts["foreign"] + found.strays + subscribers_got,
+        deliveries=sum(
+            (counts["received"], counts["foreign"], found.unrecorded, found.strays, subscribers_got)
+        ),
         direct=run.get("sut") == "direct",
         sut_processes_died=bool((run.get("sut_settings") or {}).get("died")),
         receiver_delivery_attempts=delivery_attempts(receiver) if receiver else None,
@@ -336,6 +340,7 @@ def headline(summary: SummaryDoc) -> str:
         f"(n={e2e['n']}); "
         f"sent {c['sent']}, send failures {c['send_failures']}{_causes(c)}, lost {c['lost']}, "
         f"duplicates {c['duplicates']}, foreign {c['foreign']}"
+        + (f", unrecorded sends {n}" if (n := c.get("unrecorded_sends")) else "")
         + (f", decoys filtered {c['filtered']} of {c['decoys']}" if c["decoys"] else "")
         + (f"; {len(fans)} subscribers, lost at each: {' '.join(lost)}" if fans else "")
     )

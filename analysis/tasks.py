@@ -35,6 +35,7 @@ from analysis.routing import NO_ROUTE
 from analysis.slices import index_of, step_of, top_count
 from analysis.steprule import LATENCIES_NS, ints, latencies, outcomes, seconds_since
 from analysis.steps import STEP_ARROW, StepContext, aggregate_step, foreign_row
+from analysis.unrecorded import NeverSent, never_sent
 from contract.errors import RecordFileError
 from contract.records import INFLIGHT_CAP_ERROR, RECEIVED_FIELDS, SENT_FIELDS
 from contract.units import NS_PER_MS
@@ -170,31 +171,33 @@ def binned(tasks: Sequence[StepTask], slots: int) -> list[list[StepTask]]:
 def run(task: StepTask, context: StepContext) -> pa.Table:
     """A task's STEP_ARROW rows: its slice's aggregates (or, read whole, each step's) from
     `analysis.steps`, and a row carrying the count of its foreign deliveries."""
-    events, foreign, strays = counted_events(task, context)
-    parts = [foreign_row(task.sut, foreign, strays)]
+    events, unmet, strays = counted_events(task, context)
+    parts = [foreign_row(task.sut, unmet, strays)]
     part = WHOLE if task.whole or not task.keys else index_of(task.keys[0])
     for table in by_step(events):
         parts.append(aggregate_step(table, context=context, part=part, top_k=task.top_k))
     return pa.concat_tables(parts).cast(STEP_ARROW)
 
 
-def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, int, int]:
+def counted_events(task: StepTask, context: StepContext) -> tuple[pa.Table, NeverSent, int]:
     """The task's measured events (warmup out, the first `trim` seconds out) with their first
     delivery on the sender's clock (`received_ns`, null when none) and `deliveries`, as
-    analysis.steprule reads them; how many distinct ids were received but never sent; and, in
-    a fan-out, how many deliveries came to a path no subscriber has (analysis.fanout)."""
+    analysis.steprule reads them; how many distinct ids were received but never sent, foreign
+    or the run's own (analysis.unrecorded); and, in a fan-out, how many deliveries came to a
+    path no subscriber has (analysis.fanout)."""
     sent = sent_rows(task)
     received = read_rows(task.received, RECEIVED_COLUMNS)
     # Every sent event meets its deliveries, warmup too, so warmup deliveries are not foreign.
     sliced, strays = bool(task.keys) and not task.whole, 0
+    own = context.own_ids.get(task.sut)
     if fanout := context.fanout.get(task.sut, ()):
         rows = slot_rows(sent, received) if sliced else None
         events, foreign, strays = fanned(
-            sent, received, id_rows(sent, received) if rows is None else rows, fanout
+            sent, received, id_rows(sent, received) if rows is None else rows, fanout, own
         )
     else:
-        met = by_slot(sent, received) if sliced else None
-        events, foreign = met if met is not None else by_id(sent, received)
+        met = by_slot(sent, received, own) if sliced else None
+        events, foreign = met if met is not None else by_id(sent, received, own)
     window_ns = context.start_ns[task.sut] + context.trim_ns if context.trim_ns > 0 else None
     events = measured(events, context.corrections.get(task.sut, {}), window_ns)
     # The group's key as the step pass reads it: one dictionary entry, not a string per row.
@@ -306,18 +309,20 @@ def hdr_rows(task: StepTask, context: StepContext) -> pa.Table:
     return pa.table(columns, schema=HDR_ROWS)
 
 
-def by_id(sent: pa.Table, received: pa.Table) -> tuple[pa.Table, int]:
+def by_id(sent: pa.Table, received: pa.Table, own: str | None = None) -> tuple[pa.Table, NeverSent]:
     """The sent events with their first delivery (`received_ns`, null when none) and how many
-    (`deliveries`), met by a hash join of the ids; and the count of distinct ids received but
-    never sent."""
+    (`deliveries`), met by a hash join of the ids; and the distinct ids received but never
+    sent, the run's `own` among them told apart (analysis.unrecorded)."""
     firsts = first_deliveries(received.select(["event_id", "received_ns"]))
     events = sent.join(firsts, "event_id", join_type="left outer", use_threads=False)
-    never_sent = pc.invert(pc.is_in(firsts.column("event_id"), value_set=sent.column("event_id")))
-    foreign = int(pc.sum(never_sent).as_py() or 0)
-    return _with(events, "deliveries", pc.fill_null(events.column("deliveries"), 0)), foreign
+    ids = firsts.column("event_id")
+    unmet = never_sent(ids.filter(pc.invert(pc.is_in(ids, value_set=sent.column("event_id")))), own)
+    return _with(events, "deliveries", pc.fill_null(events.column("deliveries"), 0)), unmet
 
 
-def by_slot(sent: pa.Table, received: pa.Table) -> tuple[pa.Table, int] | None:
+def by_slot(
+    sent: pa.Table, received: pa.Table, own: str | None = None
+) -> tuple[pa.Table, NeverSent] | None:
     """`by_id`'s result for a slice, met by slot: a slice's slots are a short range, so each
     delivery finds its sent event by the slot its id names (ID_SEQ) and the ids are compared
     there, with no hash table of ids (measured on a 1 M-event slice: 0.1 s against 1.0 s for the
@@ -327,14 +332,13 @@ def by_slot(sent: pa.Table, received: pa.Table) -> tuple[pa.Table, int] | None:
     if row is None:
         return None
     met = row >= 0
-    ids = received.column("event_id")
-    foreign = int(pc.count_distinct(ids.filter(pa.array(~met))).as_py() or 0)
+    unmet = never_sent(received.column("event_id").filter(pa.array(~met)), own)
     deliveries = np.bincount(row[met], minlength=sent.num_rows)
     first = np.full(sent.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first, row[met], received.column("received_ns").to_numpy()[met])
     received_ns = pa.array(first, mask=deliveries == 0)
     events = sent.append_column("received_ns", received_ns)
-    return events.append_column("deliveries", pa.array(deliveries, pa.int64())), foreign
+    return events.append_column("deliveries", pa.array(deliveries, pa.int64())), unmet
 
 
 def slot_rows(sent: pa.Table, received: pa.Table) -> np.ndarray | None:

@@ -21,7 +21,9 @@ class CountsDoc(TypedDict):
     received: int
     lost: int
     duplicates: int
-    foreign: int
+    foreign: int  # received, never sent by this run (another id, another run's)
+    # received, this run's own ids, their sent rows lost with the sender (a kill, a full disk)
+    unrecorded_sends: NotRequired[int]
     decoys: int
     filtered: int
     leaked: int

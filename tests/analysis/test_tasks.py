@@ -25,6 +25,7 @@ from analysis.tasks import (
     rule_events,
     run,
 )
+from analysis.unrecorded import NeverSent, own_ids
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS, ReceivedRow, SentRow
 from runtime.clocks import Correction, OffsetEstimate
 from runtime.parquet import PartWriter
@@ -165,7 +166,34 @@ def test_latencies(copies, tmp_path):
 def test_foreign_counts_only_ids_never_sent(copies, tmp_path):
     counted = {t.steps: counted_events(t, _context(tmp_path))[1] for t in plan(copies)}
     # the warmup delivery matched its sent event in step 0's task: it is not foreign
-    assert counted == {(0,): 0, (1,): 0, (2,): 0, (): 1}  # zz
+    none, zz = NeverSent(), NeverSent(foreign=1)
+    assert counted == {(0,): none, (1,): none, (2,): none, (): zz}
+
+
+def test_the_runs_own_ids_never_sent_are_unrecorded_sends_not_foreign(tmp_path):
+    """Deliveries of events whose sent rows died with the sender carry the run's own ids (issue
+    51, item 9.5): past the last recorded slot (no slice), inside a slice's range (a flush lost
+    mid-run), another worker's; another run's ids and ids of no sender's shape stay foreign."""
+    extra = [("x-0-9", 800), ("x-0-9", 810), ("x-1-2", 820), ("x-0-77", 830)]
+    extra += [("other-0-1", 840), ("x-0-x", 850)]
+    received = [*RECEIVED, *(received_row(eid, ms) for eid, ms in extra)]
+    copies = _copies(tmp_path, SENT, received)
+    found = _analysed(copies, _context(tmp_path / "staging", own_ids={"x": own_ids(["x"])}))
+    # x-0-9 (delivered twice, counted once), x-1-2, x-0-77 are the run's; zz, other-0-1,
+    # x-0-x are not
+    assert (found.foreign_counts, found.unrecorded_counts) == ({"x": 3}, {"x": 3})
+    assert sum(t["delivered"] for t in found.totals["x"]) == 3  # a, b, d: as before
+    unknown = _analysed(copies, _context(tmp_path / "unknown"))  # no tag known: all foreign
+    assert (unknown.foreign_counts, unknown.unrecorded_counts) == ({"x": 6}, {"x": 0})
+
+
+@pytest.mark.parametrize("meet", [by_id, by_slot])
+def test_either_meeting_tells_the_runs_own_ids_from_foreign_ones(meet):
+    received = [("r-0-5", 1), ("r-0-9", 2), ("r-0-9", 3), ("r-1-6", 4), ("q-0-6", 5), ("zz", 6)]
+    sent, table = _met(["r-0-5", "r-0-6", "r-0-8"], [5, 6, 8], received)
+    found = meet(sent, table, own_ids(["r"]))
+    assert found is not None and found[1] == NeverSent(foreign=2, unrecorded=2)
+    assert meet(sent, table)[1] == NeverSent(foreign=4)  # type: ignore[index]
 
 
 def test_a_foreign_id_delivered_twice_counts_once(tmp_path):

@@ -100,9 +100,11 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
         "lost": 0,
         "duplicates": 0,
         "foreign": 0,
+        "unrecorded_sends": 0,
         "decoys": 0,
         "filtered": 0,
         "leaked": 0,
+        "failures_by_cause": {},
     }
     assert summary["latency_ms"]["e2e"]["n"] == 1200
     assert [s["target_rate_per_s"] for s in summary["steps"]] == [200, 400]
@@ -316,6 +318,8 @@ def test_sender_killed_mid_run_is_analysed_up_to_where_its_records_end(tmp_path)
     assert 200 <= len(sent) < 6000
     assert summary["counts"]["scheduled"] == len(sent)
     assert summary["counts"]["received"] == len(received & sent_ids)
-    # deliveries of events whose sent rows died unflushed with the sender
-    assert summary["counts"]["foreign"] == len(received - sent_ids)
+    # deliveries of events whose sent rows died unflushed with the sender: this run's own
+    # sends, unrecorded, never foreign (issue 51, item 9.5)
+    assert summary["counts"]["unrecorded_sends"] == len(received - sent_ids)
+    assert summary["counts"]["foreign"] == 0
     assert "Instrument failed" in (sut_dir / "analysis" / "report.html").read_text()

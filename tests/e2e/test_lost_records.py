@@ -75,3 +75,7 @@ def test_a_sender_that_cannot_write_its_records_fails_the_run(tmp_path):
     assert len(sent_ids) == sender["rows_written"]
     unrecorded = set(received) - sent_ids
     assert len(unrecorded) > 0
+    # Their deliveries are the run's own sends whose records were lost, not foreign ones.
+    counts = summary["counts"]
+    assert (counts["unrecorded_sends"], counts["foreign"]) == (len(unrecorded), 0), counts
+    assert f"foreign 0, unrecorded sends {len(unrecorded)}" in err
