@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from analysis.deaths import death_text
+from analysis.verdicts import Thresholds
 from contract.errors import EvbenchError
 from contract.metricslines import parse_metrics_line
 from contract.senderlines import SenderDone, SenderLine, SenderStart, parse_sender_line
 from evbench.health import sender_failure
 from evbench.interrupts import Interrupts
-from evbench.progress import progress_line, step_line
+from evbench.progress import host_note, progress_line, step_line
 from evbench.session import Echo, Session
 from loadgen.settings import SenderSettings
 from runtime.failcause import wiring_cause, wiring_text
@@ -188,7 +189,8 @@ def _on_line(session: Session, line: SenderLine, follow: _Follow) -> None:
     elif line["event"] == "progress":
         follow.progress_count += 1
         if follow.live or follow.progress_count % _LOG_PROGRESS_EVERY == 0:
-            _show(progress_line(line, follow.steps_total, _received(session)), follow, echo)
+            host = host_note(session.sampler.recent_load(), Thresholds())
+            _show(progress_line(line, follow.steps_total, _received(session), host), follow, echo)
     elif line["event"] == "step_end":
         if follow.pending_live:
             sys.stderr.write("\r\033[K")

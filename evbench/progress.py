@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from analysis.hostload import HostLoad
+from analysis.verdicts import Thresholds, saturation
 from contract.senderlines import SenderProgress, StepEnd
 from runtime.failcause import causes_text
 
@@ -12,15 +14,26 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
 
-def progress_line(doc: SenderProgress, steps_total: int | None, received: int | None) -> str:
-    """A sender 'progress' event as one line: the step's pace vs what the last second achieved."""
+def progress_line(
+    doc: SenderProgress, steps_total: int | None, received: int | None, host: str = ""
+) -> str:
+    """A sender 'progress' event as one line: the step's pace vs what the last second achieved;
+    `host`: the host's load, when others are crowding it (`host_note`)."""
     label = _label(doc["step"], steps_total)
     return (
         f"{label:>12}  {doc['target_rate_per_s']:>6}/s  last 1 s {doc['window_sent']:>6}/s  "
         f"lag p99 {_ms(doc['lag_p99_ms']):>9}{_fleet(doc)}  "
         f"failures {doc['failures']:>5}{_causes(doc.get('failures_by_cause'))}  "
         f"in flight {doc['inflight']:>4}  received {_count(received)}"
+        + (f"  {host}" if host else "")
     )
+
+
+def host_note(load: HostLoad | None, t: Thresholds) -> str:
+    """`HOST SATURATED: host 99% busy, 52% by processes outside the run, of 2 CPUs` while
+    others crowd the host (analysis.verdicts.saturation, over the last seconds); else empty."""
+    why = saturation(load, t)
+    return f"HOST SATURATED: {why}" if why else ""
 
 
 def _causes(counts: Mapping[str, int] | None) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from analysis.hostload import HostTicks
+from analysis.hostload import HostLoad, HostTicks, host_load
 from contract.records import (
     HOST_SAMPLE_FIELDS,
     MEMORY_SAMPLE_FIELDS,
@@ -99,6 +99,15 @@ class ProcessSampler:
 
     def start(self) -> None:
         self._thread.start()
+
+    def recent_load(self, seconds: int = 3) -> HostLoad | None:
+        """The host's load over its last `seconds` samples (None before it has them): what
+        the live lines and a waiting search read."""
+        ticks = self.recent_host()
+        if ticks is None or len(ticks.t_ns) < seconds:
+            return None
+        tick_ns = 1_000_000_000  # host_load takes each sample as the second before it
+        return host_load(ticks, ticks.t_ns[-seconds] - tick_ns, ticks.t_ns[-1] - tick_ns)
 
     def recent_host(self) -> HostTicks | None:
         """The host samples of the last hour, as the analysis reads them from the files

@@ -182,11 +182,9 @@ class _Search:
         )
         deadline = time.monotonic() + _HOST_WAIT_S
         while time.monotonic() < deadline:
-            ticks = sampler.recent_host()
-            if ticks is not None and len(ticks.t_ns) >= 3:
-                load = host_load(ticks, ticks.t_ns[-3] - NS_PER_S, ticks.t_ns[-1] - NS_PER_S)
-                if load is not None and saturation(load, t) is None:
-                    return
+            load = sampler.recent_load()
+            if load is not None and saturation(load, t) is None:
+                return
             self.interrupts.checkpoint()
             time.sleep(1.0)
 

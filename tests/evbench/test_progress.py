@@ -41,3 +41,16 @@ def test_a_step_line_says_the_caps_refusals_among_the_causes():
     }
     line = step_line(doc, 12, 5)
     assert "failures  8339 (in-flight cap 5790, timeout 2549)  received 5" in line
+
+
+def test_a_progress_line_says_when_others_crowd_the_host():
+    from analysis.hostload import HostLoad
+    from analysis.verdicts import Thresholds
+    from evbench.progress import host_note
+
+    busy = HostLoad(cpus=2, busy_ratio=0.99, others_ratio=0.52, steal_ratio=0.0, samples=3)
+    own = HostLoad(cpus=2, busy_ratio=0.99, others_ratio=0.03, steal_ratio=0.0, samples=3)
+    note = host_note(busy, Thresholds())
+    assert note == "HOST SATURATED: host 99% busy, 52% by processes outside the run, of 2 CPUs"
+    assert progress_line(_progress(), 12, 0, note).endswith(f"received 0  {note}")
+    assert host_note(own, Thresholds()) == "" and host_note(None, Thresholds()) == ""
