@@ -77,7 +77,8 @@ class KafkaTransport:
         try:
             self.producer = Producer(settings)
         except KafkaException as exc:
-            raise ValueError(f"Kafka producer settings rejected: {exc}") from None
+            why = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+            raise ValueError(f"Kafka producer settings rejected: {why}") from None
         common: list[tuple[str, str | bytes | None]] = [
             ("ce_specversion", b"1.0"),
             ("ce_source", source.encode()),

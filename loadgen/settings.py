@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.senderlines import parse_sender_line
+from loadgen.kafkaconfig import kafka_config_arg
 from runtime.argtypes import (
     at_least_one,
     epoch_ns,
@@ -59,7 +60,9 @@ class SenderSettings:
     pace: str  # a pace name from paces/ or an inline spec; the sender resolves it
     out: Path
     knobs: SendKnobs = field(default_factory=SendKnobs)
-    kafka_config: tuple[str, ...] = ()  # KEY=VALUE producer settings for kafka:// targets
+    # KEY=VALUE producer settings for kafka:// targets (a file's are read into items when the
+    # flags are parsed: loadgen.kafkaconfig)
+    kafka_config: tuple[str, ...] = ()
     run_tag: str | None = None
     start_at_ns: int | None = None
     start_delay_s: float = 0.5
@@ -166,9 +169,12 @@ _FLAGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
         "kafka_config",
         "--kafka-config",
         dict(
-            action="append",
-            metavar="KEY=VALUE",
-            help="producer setting for kafka:// targets (repeatable), e.g. linger.ms=0",
+            action="extend",
+            type=kafka_config_arg,
+            metavar="KEY=VALUE|FILE",
+            help="producer setting for kafka:// targets (repeatable), e.g. linger.ms=0, or a "
+            "file of them: a properties file (KEY=VALUE lines, # comments), as Kafka's "
+            "client.properties, or a JSON object; read before the sender starts",
         ),
     ),
     ("run_tag", "--run-tag", dict(help="prefix of event ids (default: random)")),
