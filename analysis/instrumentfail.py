@@ -37,6 +37,9 @@ class InstrumentEvidence:
     # run's events yet got none (analysis.fanout): together, a subscription wired wrong.
     stray_deliveries: int = 0
     silent_subscribers: tuple[str, ...] = ()
+    # Those that got each event (nearly) twice or more, with how many times: beside a silent
+    # one, two subscriptions wired to one subscriber's path (analysis.fanout).
+    doubled_subscribers: tuple[tuple[str, float], ...] = ()
 
 
 def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
@@ -49,6 +52,8 @@ def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
             "URL, not the system's collapse; point each at its own (run.json's "
             "sut_settings.subscribers)"
         )
+    elif e.silent_subscribers and e.doubled_subscribers:
+        found.append(one_path_diagnosis(e.silent_subscribers, e.doubled_subscribers))
     if e.run_status == "running":
         found.append(
             "the run never finished: evbench run stopped before writing its final run.json"
@@ -76,6 +81,18 @@ def instrument_failures(e: InstrumentEvidence) -> tuple[str, ...]:
             wiring_diagnosis(e.acked - e.acked_decoys, e.receiver_url, e.receiver_delivery_attempts)
         )
     return tuple(found)
+
+
+def one_path_diagnosis(silent: Sequence[str], doubled: Sequence[tuple[str, float]]) -> str:
+    """A subscriber that got nothing while another got each event twice (or more): two
+    subscriptions delivering to one subscriber's path. Read as the system's, every event would
+    be lost at one and duplicated at the other; it is wiring, said with what to check."""
+    twice = ", ".join(f"{path} got each event {per_event:g} times" for path, per_event in doubled)
+    return (
+        f"nothing came to {', '.join(silent)} while {twice}: subscriptions wired to one "
+        "subscriber's path (a subscription wired to the wrong URL), not the system's losses "
+        "and duplicates; point each at its own (run.json's sut_settings.subscribers)"
+    )
 
 
 def delivery_attempts(stats: Mapping[str, Any]) -> int:

@@ -24,7 +24,7 @@ from analysis.capacity import (
 from analysis.confidence import with_intervals
 from analysis.deaths import after_deaths, deaths_text, run_deaths
 from analysis.digests import union_sketch
-from analysis.fanout import fanout_of, silent_subscribers
+from analysis.fanout import doubled_subscribers, fanout_of, silent_subscribers
 from analysis.faultsteps import (
     FAULTED,
     after_faults,
@@ -304,6 +304,7 @@ def evidence(inputs: SutInputs, counts: CountsDoc, found: SutFindings) -> Instru
         receiver_url=run["receiver"].get("url") if "receiver" in run else None,
         stray_deliveries=found.strays,
         silent_subscribers=silent,
+        doubled_subscribers=doubled_subscribers(fanout_of(run), found.subscriber_totals),
     )
 
 

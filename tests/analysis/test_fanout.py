@@ -12,7 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.fanout import deliveries_at, fanned, received_at, subscriber_view
+from analysis.fanout import (
+    deliveries_at,
+    doubled_subscribers,
+    fanned,
+    received_at,
+    subscriber_view,
+)
 from analysis.job import AnalyzeOptions, analyze
 from analysis.steprule import outcomes
 from analysis.tasks import id_rows, slot_rows
@@ -209,3 +215,56 @@ def test_a_subscription_wired_to_the_wrong_path_is_named_not_judged(spark, tmp_p
     assert failure.startswith("nothing came to /subscriber-2 although 5600 deliveries came to")
     assert doc["breaking_point_per_s"] is None
     assert doc["subscribers"][1]["counts"]["delivered"] == 0
+
+
+def _got(delivered: int, duplicates: int) -> list[dict[str, int]]:
+    return [{"delivered": delivered, "duplicates": duplicates}]
+
+
+TWO = (("/subscriber-1", True), ("/subscriber-2", True))
+
+
+@pytest.mark.parametrize(
+    ("fanout", "totals", "doubled"),
+    [
+        (TWO, {1: _got(500, 500), 2: _got(0, 0)}, (("/subscriber-1", 2.0),)),
+        # nearly: one subscription lost an event in twenty (1.95), or in ten (1.9)
+        (TWO, {1: _got(1000, 950), 2: _got(0, 0)}, (("/subscriber-1", 1.95),)),
+        (TWO, {1: _got(1000, 900)}, (("/subscriber-1", 1.9),)),
+        (TWO, {1: _got(1000, 899)}, ()),
+        (TWO, {1: _got(300, 600)}, (("/subscriber-1", 3.0),)),  # three subscriptions on one
+        # summed over the steps
+        (TWO, {1: _got(100, 100) + _got(100, 100), 2: _got(0, 0)}, (("/subscriber-1", 2.0),)),
+        (TWO, {1: _got(500, 20), 2: _got(500, 0)}, ()),  # a retry now and then
+        (TWO, {}, ()),  # nothing delivered anywhere
+        # a subscriber that takes none of the run's events is left out
+        ((("/subscriber-1", False),), {1: _got(500, 500)}, ()),
+    ],
+    ids=[
+        "twice",
+        "nearly twice",
+        "the bound",
+        "below it",
+        "three times",
+        "over steps",
+        "retries",
+        "nothing",
+        "takes nothing",
+    ],
+)
+def test_a_subscriber_that_got_each_event_twice_is_doubled(fanout, totals, doubled):
+    assert doubled_subscribers(fanout, totals) == doubled
+
+
+def test_two_subscriptions_on_one_path_are_named_as_wiring_not_judged(spark, tmp_path):
+    """Subscriber 2's subscription delivers to subscriber 1's path: subscriber 1 gets each
+    event twice (but every 10th in step 2), subscriber 2 nothing. Not 6000 lost and 5600
+    duplicates of the system's: a wiring mistake, said as one; no breaking point from it."""
+    (doc,) = analyze(spark, [_craft(tmp_path, second="/subscriber-1")], AnalyzeOptions())
+    (failure,) = doc["instrument_failures"]
+    assert failure.startswith(
+        "nothing came to /subscriber-2 while /subscriber-1 got each event 1.93 times: "
+        "subscriptions wired to one subscriber's path"
+    ), failure
+    assert doc["breaking_point_per_s"] is None
+    assert [s["verdict"] for s in doc["steps"]] == ["instrument-failed"] * 2, doc["steps"]

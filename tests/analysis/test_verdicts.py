@@ -307,6 +307,38 @@ INSTRUMENTS = [
     ),
     # A subscriber that got nothing, with nothing astray: the system lost its share.
     ("a silent subscriber, nothing astray", evidence(silent_subscribers=("/subscriber-2",)), []),
+    # ... unless another got each event twice: two subscriptions on one subscriber's path.
+    (
+        "two subscriptions wired to one path",
+        evidence(
+            silent_subscribers=("/subscriber-2",), doubled_subscribers=(("/subscriber-1", 2.0),)
+        ),
+        [
+            "nothing came to /subscriber-2 while /subscriber-1 got each event 2 times: "
+            "subscriptions wired to one subscriber's path"
+        ],
+    ),
+    (
+        "one of three subscribers silent, another getting its events too",
+        evidence(
+            silent_subscribers=("/subscriber-3",), doubled_subscribers=(("/subscriber-1", 1.95),)
+        ),
+        ["nothing came to /subscriber-3 while /subscriber-1 got each event 1.95 times"],
+    ),
+    (
+        "every event twice, none silent: the system's duplicates",
+        evidence(doubled_subscribers=(("/subscriber-1", 2.0),)),
+        [],
+    ),
+    (
+        "deliveries astray and one doubled: said once, as astray",
+        evidence(
+            stray_deliveries=900,
+            silent_subscribers=("/subscriber-2",),
+            doubled_subscribers=(("/subscriber-1", 2.0),),
+        ),
+        ["although 900 deliveries came to paths no subscriber has"],
+    ),
     ("deliveries astray, every subscriber served", evidence(stray_deliveries=3), []),
 ]
 

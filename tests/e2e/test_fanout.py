@@ -125,6 +125,32 @@ def test_the_users_system_is_told_each_subscriber_url(tmp_path):
     assert set(deliveries) == {(r["event_id"], p) for r in sent for p in subscriber_paths(2)}
 
 
+def test_two_subscriptions_wired_to_one_path_are_named_as_wiring_not_losses(tmp_path, spark):
+    """The user's system with both subscriptions pointed at subscriber 1's URL: it gets every
+    event twice and subscriber 2 nothing. Read as the system's, that is every event lost and
+    duplicated; it is a wiring mistake, said as an instrument failure with what to check."""
+    receiver_port = _free_port()
+    url = f"http://127.0.0.1:{receiver_port}{subscriber_paths(2)[0]}"
+    argv = [sys.executable, "-m", "suts", "imc-channel", "--retries", "20"]
+    system = Child("system", [*argv, "--subscriber", url, "--subscriber", url], tmp_path / "s.log")
+    try:
+        port = system.wait_for("listening", 30)["port"]
+        lab = LabSettings(ingress=f"http://127.0.0.1:{port}/", fanout=2)
+        opts = _opts(tmp_path, "external", lab, receiver_port=receiver_port)
+        outcome = run(opts, [].append, live=False)
+    finally:
+        system.stop()
+    (summary,) = analyze(spark, [outcome.sut_dir.root], AnalyzeOptions())
+    one, two = summary["subscribers"]
+    assert one["counts"]["delivered"] == 100 == one["counts"]["duplicates"], one["counts"]
+    assert two["counts"]["delivered"] == 0, two["counts"]
+    (failure,) = summary["instrument_failures"]
+    assert "nothing came to /subscriber-2 while /subscriber-1 got each event 2 times" in failure
+    assert "wired to one subscriber's path" in failure and "sut_settings.subscribers" in failure
+    assert summary["breaking_point_per_s"] is None
+    assert all(step["verdict"] != "breaks" for step in summary["steps"]), summary["steps"]
+
+
 @pytest.mark.parametrize(
     "sut, lab, refused",
     [
