@@ -122,7 +122,11 @@ def analyze(
         if source is not None:
             doc["objectives"] = judge_objectives(objectives, doc)
             doc["objectives_from"] = source
+        if ignored := checked[key].ignored:  # copies of record files read once
+            doc["ignored_files"] = list(ignored)
         _write_sut(SutDir(path), key, found, doc)
+        for said in ignored:
+            echo(f"{doc['sut']}: {said}")
         echo(headline(doc))
         if key in found.hdr_logs:
             for line in found.hdr_logs[key].lines():

@@ -11,15 +11,20 @@ are never records. Everything that reads, counts, serves or collects records use
 
 The two patterns cannot be confused: a part ends in digits before `.parquet`, a rolled file in
 `.rolled`; the prefix is everything before the last one (or two) `-<digits>`. Pure.
+
+Names can be copied, so a file also says what it holds in its Parquet metadata (`Identity`:
+the writer, a random id per PartWriter, and its part numbers). A file whose parts another file
+of the directory already holds is a copy (`unique_files`): read once, however it is named.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 SUFFIX = ".parquet"
 ROLLED_SUFFIX = ".rolled.parquet"
@@ -133,3 +138,86 @@ def stale_names(names: Iterable[str], prefix: str) -> list[str]:
 def _prefix_of(name: str) -> str | None:
     named = parse(name)
     return named.prefix if named is not None else None
+
+
+# The key of a record file's Parquet metadata that says what it holds (`Identity`).
+IDENTITY_KEY = b"evbench.part"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a record file holds, whatever its name: parts first..last of one writer."""
+
+    writer: str  # a random id, one per writer (runtime.parquet.PartWriter)
+    first: int
+    last: int
+
+
+def identity_metadata(identity: Identity) -> dict[bytes, bytes]:
+    doc = {"writer": identity.writer, "first": identity.first, "last": identity.last}
+    return {IDENTITY_KEY: json.dumps(doc).encode()}
+
+
+def read_identity(metadata: Mapping[bytes, bytes] | None) -> Identity | None:
+    """A file's identity from its Parquet metadata; None for a file that has none (written
+    before files said it, or by someone else) or a malformed one."""
+    raw = (metadata or {}).get(IDENTITY_KEY)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        found = Identity(str(doc["writer"]), int(doc["first"]), int(doc["last"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return found if found.first <= found.last else None
+
+
+@dataclass
+class UniqueFiles:
+    """A directory's record files read once each: those `kept` (in the order given), each
+    `copies` entry a file left out and the kept file that holds its parts, and `clashes`,
+    pairs of one writer's files that share some parts but not all (neither can be left out)."""
+
+    kept: list[str] = field(default_factory=list)
+    copies: list[tuple[str, str]] = field(default_factory=list)
+    clashes: list[tuple[str, str]] = field(default_factory=list)
+
+
+def unique_files(files: Sequence[tuple[str, Identity | None]]) -> UniqueFiles:
+    """`files` (name, identity), each writer's parts held once: its widest files first (a
+    rolled file over the parts it holds), then a file named for what it holds, then by name.
+    A file without an identity is kept: nothing says what it holds."""
+    found = UniqueFiles()
+    held: dict[str, list[tuple[int, int, str]]] = {}
+    skipped: set[str] = set()
+    identified = [(name, ident) for name, ident in files if ident is not None]
+    for name, ident in sorted(identified, key=_preference):
+        spans = [
+            s for s in held.get(ident.writer, []) if s[0] <= ident.last and ident.first <= s[1]
+        ]
+        if not spans:
+            held.setdefault(ident.writer, []).append((ident.first, ident.last, name))
+        elif _spanned(spans, ident.first, ident.last):
+            found.copies.append((name, spans[0][2]))
+            skipped.add(name)
+        else:
+            found.clashes.append((spans[0][2], name))
+    found.kept = [name for name, _ in files if name not in skipped]
+    return found
+
+
+def _preference(file: tuple[str, Identity]) -> tuple[int, bool, str]:
+    name, ident = file
+    named = parse(name)
+    as_named = named is not None and (named.first, named.last) == (ident.first, ident.last)
+    return (ident.first - ident.last, not as_named, name)
+
+
+def _spanned(spans: list[tuple[int, int, str]], first: int, last: int) -> bool:
+    """Whether `spans` (first, last, name) hold every number of first..last."""
+    at = first
+    for low, high, _ in sorted(spans):
+        if low > at:
+            return False
+        at = max(at, high + 1)
+    return at > last

@@ -177,3 +177,5 @@ class SummaryDoc(TypedDict):
     objectives_from: NotRequired[ObjectivesFrom]  # the analysis' --slo, or the run's
     spectrum: NotRequired[dict[str, dict[str, list[SpectrumPointDoc]]]]  # metric -> line -> points
     subscribers: NotRequired[list[SubscriberSummaryDoc]]  # a fan-out's, each on its own
+    # record files left out, each a copy of one read (runtime.parquet.checked_parts), as said
+    ignored_files: NotRequired[list[str]]

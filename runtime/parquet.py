@@ -28,6 +28,7 @@ import contextlib
 import json
 import math
 import os
+import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -107,6 +108,9 @@ class PartWriter:
         self.roll_errors = 0  # rolls given up (a full disk): their parts stay, as parts
         self._roll: _Roll | None = None
         self._lock = threading.Lock()
+        # Each file says what it holds, this writer's parts by number (contract.partnames):
+        # a copy of it under another name is then read once.
+        self.writer_id = secrets.token_hex(8)
         names = os.listdir(self.directory)
         self._next_part = partnames.next_number(names, self.prefix)
         _tidy(self.directory, partnames.stale_names(names, self.prefix))
@@ -189,8 +193,9 @@ class PartWriter:
             path = os.path.join(self._dir, name)
             # A leading dot hides the temp file from Parquet dataset readers.
             tmp = os.path.join(self._dir, f".{name}.tmp")
+            held = partnames.Identity(self.writer_id, number, number)
             try:
-                self._encode(table, tmp)
+                self._encode(table.replace_schema_metadata(partnames.identity_metadata(held)), tmp)
                 os.replace(tmp, path)
             except BaseException:
                 # Nothing half-written stays (a full disk: it would hold the space the retry
@@ -244,6 +249,8 @@ class PartWriter:
             return None
         path = os.path.join(self._dir, partnames.rolled_name(self.prefix, roll.first, roll.last))
         try:
+            held = partnames.Identity(self.writer_id, roll.first, roll.last)
+            roll.writer.add_key_value_metadata(partnames.identity_metadata(held))
             roll.writer.close()
             if roll.first == roll.last:  # one part: already a file of its own
                 os.unlink(roll.tmp)
@@ -339,30 +346,48 @@ def part_files(directory: Path) -> list[Path]:
 
 
 def check_parts(directory: Path, fields: Sequence[Field]) -> list[Path]:
+    """The files that hold one record directory's records, each checked (`checked_parts`)."""
+    return checked_parts(directory, fields)[0]
+
+
+def checked_parts(
+    directory: Path, fields: Sequence[Field]
+) -> tuple[list[Path], list[tuple[Path, Path]]]:
     """The part files of one record directory, each checked from its footer alone: a truncated
     file or a missing column raises an error that names the file. Footers are read on a thread
-    pool (the I/O releases the GIL): an hour-long run has thousands of parts."""
+    pool (the I/O releases the GIL): an hour-long run has thousands of parts. A file whose parts
+    another one holds (its footer says: contract.partnames.unique_files), a copy, is left out:
+    returned with the file kept instead, so that the caller says it."""
     paths = part_files(directory)
     if clash := partnames.overlapping(p.name for p in paths):
-        first, second = clash[0]
-        raise RecordFileError(
-            f"{directory}: rolled files {first} and {second} hold the same parts (their rows "
-            "would count twice): move one of them away"
-        )
+        _refuse_twice(directory, *clash[0])
     wanted = [f.name for f in fields if not f.added_later]
 
-    def check(path: Path) -> None:
+    def check(path: Path) -> partnames.Identity | None:
         try:
-            names = pq.read_schema(path).names
+            with pq.ParquetFile(path) as file:
+                names, metadata = file.schema_arrow.names, file.metadata.metadata
         except (pa.ArrowException, OSError) as exc:
             raise RecordFileError(f"{path}: unreadable Parquet file ({exc})") from exc
         missing = [name for name in wanted if name not in names]
         if missing:
             raise RecordFileError(f"{path}: missing columns {', '.join(missing)}")
+        return partnames.read_identity(metadata)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(check, paths))
-    return paths
+        identities = list(pool.map(check, paths))
+    found = partnames.unique_files([(p.name, i) for p, i in zip(paths, identities, strict=True)])
+    if found.clashes:
+        _refuse_twice(directory, *found.clashes[0])
+    kept = [directory / name for name in found.kept]
+    return kept, [(directory / name, directory / of) for name, of in found.copies]
+
+
+def _refuse_twice(directory: Path, first: str, second: str) -> None:
+    raise RecordFileError(
+        f"{directory}: {first} and {second} hold some of the same parts (their rows would count "
+        "twice): move one of them away"
+    )
 
 
 def present(path: Path | str, schema: pa.Schema) -> list[str]:

@@ -2,11 +2,12 @@
 
 import csv
 import json
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.job import AnalyzeOptions, analyze_sut, sut_dirs
+from analysis.job import AnalyzeOptions, analyze, analyze_sut, sut_dirs
 from contract.errors import EvbenchError, RecordFileError
 from contract.records import RECEIVED_FIELDS, SENT_FIELDS
 from evbench.knative import import_knative
@@ -89,6 +90,33 @@ def test_trim_drops_the_start_and_says_so(spark, tmp_path):
     assert one["delivered_rate_per_s"] == pytest.approx(200) and one["verdict"] == "holds", one
     assert "ran_s" not in one and one["duration_s"] == 10
     assert two["delivered_rate_per_s"] < 400  # untouched: its losses over its whole 10 s
+
+
+def test_a_record_file_copied_under_another_name_is_counted_once_and_said(
+    spark, tmp_path, analysed
+):
+    """A part copied within its directory (say, by hand, to keep it) holds the same rows: read
+    twice, step 1's sent would grow by its 1,000 and its deliveries would count as duplicates
+    (issue 51, item 9.3). Each file says what it holds: the copy is left out and named."""
+    _, _, whole = analysed
+    sut, _ = craft(tmp_path)
+    sent = sorted((sut / "sent").glob("*.parquet"))[1]
+    received = sorted((sut / "received").glob("*.parquet"))[1]
+    copies = [sut / "sent" / "kept-aside.parquet", sut / "received" / "part-000099.parquet"]
+    shutil.copyfile(sent, copies[0])
+    shutil.copyfile(received, copies[1])
+    said: list[str] = []
+    (summary,) = analyze(spark, [sut], AnalyzeOptions(), said.append)
+    assert summary["counts"] == whole["counts"]
+    assert [s["scheduled"] for s in summary["steps"]] == [2000, 4000]
+    assert summary["ignored_files"] == [
+        f"{copies[0]}: the same parts as {sent.name} (a copy): ignored",
+        f"{copies[1]}: the same parts as {received.name} (a copy): ignored",
+    ]
+    assert [line for line in said if "ignored" in line] == [
+        f"direct: {text}" for text in summary["ignored_files"]
+    ]
+    assert "ignored_files" not in whole
 
 
 def test_truncated_file_is_named(spark, tmp_path):

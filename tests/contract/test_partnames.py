@@ -6,16 +6,21 @@ from __future__ import annotations
 import pytest
 
 from contract.partnames import (
+    IDENTITY_KEY,
+    Identity,
     Named,
     covered_names,
+    identity_metadata,
     kept_names,
     next_number,
     overlapping,
     parse,
     part_name,
+    read_identity,
     rolled_name,
     rolling_name,
     stale_names,
+    unique_files,
 )
 
 
@@ -166,3 +171,88 @@ def test_overlapping_rolls_are_found():
         ("rx-000000-000009.rolled.parquet", "rx-000005-000014.rolled.parquet")
     ]
     assert overlapping(names[2:]) == []
+
+
+W, V = "0a1b2c3d4e5f6071", "8899aabbccddeeff"  # two writers' ids
+
+
+def _part(first: int, last: int | None = None, writer: str = W) -> Identity:
+    return Identity(writer, first, first if last is None else last)
+
+
+@pytest.mark.parametrize(
+    ("files", "kept", "copies"),
+    [
+        # a part copied under another name: the one named for what it holds is kept
+        (
+            [("copy.parquet", _part(3)), ("rx-000003.parquet", _part(3))],
+            ["rx-000003.parquet"],
+            [("copy.parquet", "rx-000003.parquet")],
+        ),
+        # a copy under another part's name (its number says 9, its footer says 3)
+        (
+            [("rx-000003.parquet", _part(3)), ("rx-000009.parquet", _part(3))],
+            ["rx-000003.parquet"],
+            [("rx-000009.parquet", "rx-000003.parquet")],
+        ),
+        # parts a rolled file holds, whatever their names; and a rolled file copied
+        (
+            [
+                ("a.parquet", _part(1)),
+                ("b.rolled.parquet", _part(0, 2)),
+                ("rx-000000-000002.rolled.parquet", _part(0, 2)),
+            ],
+            ["rx-000000-000002.rolled.parquet"],
+            [
+                ("b.rolled.parquet", "rx-000000-000002.rolled.parquet"),
+                ("a.parquet", "rx-000000-000002.rolled.parquet"),
+            ],
+        ),
+        # parts two rolled files hold between them
+        (
+            [
+                ("rx-000000-000001.rolled.parquet", _part(0, 1)),
+                ("rx-000002-000003.rolled.parquet", _part(2, 3)),
+                ("x.parquet", _part(1, 2)),
+            ],
+            ["rx-000000-000001.rolled.parquet", "rx-000002-000003.rolled.parquet"],
+            [("x.parquet", "rx-000000-000001.rolled.parquet")],
+        ),
+        # the same numbers from two writers (a receiver restarted elsewhere): both kept
+        (
+            [("a.parquet", _part(0)), ("b.parquet", _part(0, writer=V))],
+            ["a.parquet", "b.parquet"],
+            [],
+        ),
+        # a file that does not say what it holds (written before files said it): kept
+        (
+            [("old.parquet", None), ("rx-000000.parquet", _part(0))],
+            ["old.parquet", "rx-000000.parquet"],
+            [],
+        ),
+    ],
+)
+def test_a_file_whose_parts_another_holds_is_a_copy(files, kept, copies):
+    found = unique_files(files)
+    assert (found.kept, found.copies, found.clashes) == (kept, copies, [])
+
+
+def test_files_that_share_some_parts_but_not_all_clash():
+    files = [("rx-000000-000002.rolled.parquet", _part(0, 2)), ("y.parquet", _part(2, 4))]
+    assert unique_files(files).clashes == [("rx-000000-000002.rolled.parquet", "y.parquet")]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        (identity_metadata(_part(4, 9)), _part(4, 9)),
+        (None, None),
+        ({}, None),
+        ({IDENTITY_KEY: b"not json"}, None),
+        ({IDENTITY_KEY: b'{"writer": "w"}'}, None),
+        ({IDENTITY_KEY: b'{"writer": "w", "first": 5, "last": 4}'}, None),  # backwards
+        ({b"other": b"1", **identity_metadata(_part(0))}, _part(0)),
+    ],
+)
+def test_a_file_says_what_it_holds_in_its_metadata(metadata, expected):
+    assert read_identity(metadata) == expected

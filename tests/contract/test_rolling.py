@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from runtime.parquet import (
     DEFAULT_ROLL_S,
     ROLL_ENV,
     PartWriter,
+    checked_parts,
     part_files,
     read_parts,
     record_roll_s,
@@ -189,3 +191,29 @@ def test_the_roll_interval_from_the_environment(value, expected):
 def test_a_bad_roll_interval_is_named(value):
     with pytest.raises(EvbenchError, match=ROLL_ENV):
         record_roll_s({ROLL_ENV: value})
+
+
+def test_a_file_copied_under_another_name_is_read_once_and_named(tmp_path):
+    """Each file says what it holds (its writer and part numbers) in its footer: a copy, under
+    any name, is left out and returned with the file it copies (issue 51, item 9.3)."""
+    out = tmp_path / "received"
+    writer = PartWriter(out, RECEIVED_FIELDS, prefix="rx", roll_s=3600)
+    for first in (0, 5, 10):
+        writer.write(_rows(first, 5))
+    rolled = Path(str(writer.roll()))
+    writer.write(_rows(15, 5))
+    part = out / "rx-000003.parquet"
+    copies = {"rx-000003 (copy).parquet": part, "rx-000099.parquet": part, "mine.parquet": rolled}
+    for name, source in copies.items():
+        shutil.copyfile(source, out / name)
+    assert len(part_files(out)) == 5  # by their names, all five would be read
+    kept, found = checked_parts(out, RECEIVED_FIELDS)
+    assert kept == [rolled, part]
+    assert sorted(found) == sorted((out / name, source) for name, source in copies.items())
+    assert sorted(_ids(out)) == sorted(f"e-{i}" for i in range(20))  # every row, once
+    # A second writer's part 3 is another part: kept.
+    other = PartWriter(tmp_path / "other", RECEIVED_FIELDS, prefix="rx")
+    for first in (20, 21, 22, 23):
+        other.write(_rows(first, 1))
+    shutil.copyfile(tmp_path / "other" / "rx-000003.parquet", out / "theirs.parquet")
+    assert (out / "theirs.parquet") in checked_parts(out, RECEIVED_FIELDS)[0]
