@@ -6,7 +6,6 @@ starts, and a bad path is named in seconds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +20,7 @@ from analysis.hostload import HostTicks, host_ticks
 from analysis.objectives import Objective
 from analysis.slices import SLICE_EVENTS
 from analysis.verdicts import Thresholds
-from contract.documents import RunDoc, schedule_start_ns
+from contract.documents import RunDoc, read_document, schedule_start_ns
 from contract.errors import EvbenchError
 from contract.layout import SutDir
 from contract.records import (
@@ -31,6 +30,7 @@ from contract.records import (
     SENT_FIELDS,
     Field,
 )
+from contract.shapes import RUN_JSON_NEEDS
 from runtime.clocks import DEFAULT_CORRECTION
 from runtime.parquet import checked_parts, part_files
 
@@ -97,21 +97,26 @@ def never_started(sut_dir: Path) -> bool:
     """A SUT directory whose sender never started (say, the SUT failed to come up): no schedule
     start in run.json and no sent records."""
     try:
-        run = json.loads(SutDir(sut_dir).run_json.read_text())
-    except (OSError, ValueError):
-        return False  # unreadable: let read_run_json name the problem
+        run = read_run_json(sut_dir)
+    except EvbenchError:
+        return False  # unreadable or of another shape: check_inputs names the problem
     return not schedule_start_ns(run) and not part_files(SutDir(sut_dir).sent)
 
 
 def read_run_json(sut_dir: Path) -> RunDoc:
-    """run.json as its type says (older documents lack keys: readers use `.get` for those)."""
+    """run.json as its type says, its shape checked before anything reads into it (a file cut
+    short or edited by hand is named in one line, never a traceback deep in the analysis);
+    older documents lack keys: readers use `.get` for those."""
     path = SutDir(sut_dir).run_json
-    try:
-        run: RunDoc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise EvbenchError(f"{path}: cannot read run.json ({exc})") from exc
-    if not isinstance(run, dict):
-        raise EvbenchError(f"{path}: expected a JSON object")
+    what = "not as evbench writes run.json: restore it, or leave this run out"
+    run = read_document(path, RunDoc)  # names a file that is no JSON object
+    if missing := [key for key in RUN_JSON_NEEDS if key not in run]:
+        raise EvbenchError(f"{path}: {', '.join(missing)}: missing: {what}")
+    pace: object = run["pace"]
+    strings = isinstance(run["run_id"], str) and isinstance(run["sut"], str)
+    if not strings or not isinstance(pace, dict) or not isinstance(pace.get("steps"), list):
+        why = "run_id and sut must be strings, pace an object with its steps"
+        raise EvbenchError(f"{path}: {why}: {what}")
     return run
 
 
