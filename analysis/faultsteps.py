@@ -14,7 +14,8 @@ arrived) and the
 per-second e2e P99: the system has *recovered* at the first second from which
 `RECOVERY_SECONDS` seconds in a row deliver at least `RECOVERED_RATE_SHARE` of their pace and
 keep their e2e P99 within the band the step had before the fault (`RECOVERY_BAND_FACTOR` times
-its highest per-second P99 before the fault, plus `RECOVERY_BAND_FLOOR_MS`), within the fault's
+its highest per-second P99 before the fault, plus `RECOVERY_BAND_FLOOR_MS`, of the seconds whose
+events had all been delivered when it was done), within the fault's
 step; the fault's window runs from the second it was done in to that second (or the step's
 end), at one second's resolution, and its counts are of the events due in it; duplicates are
 counted over its step (a consumer started again redelivers from its last commit: events due
@@ -31,7 +32,7 @@ from analysis.steprule import LATE_AFTER_MS, StepTotals
 from analysis.verdicts import BREAKS, HOLDS, Verdict
 from contract.faults import FaultDoc
 from contract.summarydocs import FaultSummaryDoc
-from contract.units import NS_PER_S
+from contract.units import NS_PER_MS, NS_PER_S
 
 FAULTED = "faulted"
 RECOVERY_SECONDS = 3
@@ -60,10 +61,30 @@ class FaultLedger:
 
 
 def _band_ms(
-    rows: Sequence[Mapping[str, Any]], p99: Mapping[int, float], first: int, step: int
+    rows: Sequence[Mapping[str, Any]],
+    p99: Mapping[int, float],
+    step: int,
+    at_ns: int,
+    start_ns: int,
+    e2e_max_ms: Mapping[int, float],
 ) -> float | None:
+    """The step's e2e P99 band before the fault, from its seconds *settled* when it was done:
+    every delivery of their events arrived before it (the second's end plus its highest e2e).
+    A second whose events the fault delayed (a Kafka kill's, still on their way: 12.9 s late
+    at ~100 ms) would widen the band by the delay itself (to 25.8 s), and any recovery would
+    pass. Without its highest e2e, a second counts once a whole second ended before the
+    fault's. Past the step's first second, unless no other is settled."""
+    first = (at_ns - start_ns) // NS_PER_S
+
+    def settled(second: int) -> bool:
+        if (most_ms := e2e_max_ms.get(second)) is None:
+            return second < first - 1
+        return start_ns + (second + 1) * NS_PER_S + most_ms * NS_PER_MS <= at_ns
+
     before = [r["second"] for r in rows if r.get("step") == step and r["second"] < first]
-    values = [p99[s] for s in before[1:] or before if s in p99]  # past the step's first second
+    kept = [second for second in before if settled(second)]
+    kept = [second for second in kept if second != min(before)] or kept
+    values = [p99[second] for second in kept if second in p99]
     return None if not values else max(values) * RECOVERY_BAND_FACTOR + RECOVERY_BAND_FLOOR_MS
 
 
@@ -74,14 +95,16 @@ def fault_ledger(
     rows: Sequence[Mapping[str, Any]],
     e2e_p99_ms: Mapping[int, float],
     back_ns: int | None = None,
+    e2e_max_ms: Mapping[int, float] | None = None,
 ) -> FaultLedger:
     """The fault done at `at_ns` in `step`: its window and its recovery, from the run's
-    per-second rows (metrics.parquet's) and each second's e2e P99. Recovery is looked for from
-    the second its target was back in (`back_ns`: a kill's backlog may come after a few good
-    seconds of what was already on its way). Pure."""
+    per-second rows (metrics.parquet's) and each second's e2e P99 and highest e2e (for the
+    band, `_band_ms`). Recovery is looked for from the second its target was back in
+    (`back_ns`: a kill's backlog may come after a few good seconds of what was already on its
+    way). Pure."""
     first = (at_ns - start_ns) // NS_PER_S
     back = first if back_ns is None else max(first, (back_ns - start_ns) // NS_PER_S)
-    band = _band_ms(rows, e2e_p99_ms, first, step)
+    band = _band_ms(rows, e2e_p99_ms, step, at_ns, start_ns, e2e_max_ms or {})
 
     def healthy(row: Mapping[str, Any]) -> bool:
         p99 = e2e_p99_ms.get(row["second"])
@@ -131,16 +154,22 @@ def fault_ledgers(
     rows: Sequence[Mapping[str, Any]],
     e2e_points: Sequence[Mapping[str, float]],
 ) -> list[FaultLedger | None]:
-    """Each fault's ledger (None: not done, or the schedule start unknown), in `faults`' order."""
+    """Each fault's ledger (None: not done, or the schedule start unknown), in `faults`' order,
+    from each second's e2e P99 and highest e2e (`e2e_points`: a second in several slices has
+    a point in each)."""
     p99: dict[int, float] = {}
+    most: dict[int, float] = {}
     for point in e2e_points if faults else ():
-        if (value := point.get("p99_ms")) is not None:
-            second = int(point["second"])
-            p99[second] = max(p99.get(second, 0.0), value)
+        second = int(point["second"])
+        for name, found in (("p99_ms", p99), ("max_ms", most)):
+            if (value := point.get(name)) is not None:
+                found[second] = max(found.get(second, 0.0), value)
     return [
         None
         if fault["at_ns"] is None or start_ns is None
-        else fault_ledger(fault["at_ns"], fault["step"], start_ns, rows, p99, fault["back_ns"])
+        else fault_ledger(
+            fault["at_ns"], fault["step"], start_ns, rows, p99, fault["back_ns"], most
+        )
         for fault in faults
     ]
 

@@ -53,6 +53,7 @@ from analysis.steps import (
     POINTS_ARROW,
     STEP_ARROW,
     StepContext,
+    e2e_seconds,
     flat,
     merge_points,
     merge_seconds,
@@ -297,8 +298,7 @@ def from_steps(
     # Each kind of row takes only its columns before it is filtered: the step rows' lists
     # (seconds, points) are most of the table, and a filter copies every column it keeps.
     per_second = pc.is_valid(head.column("second"))
-    medians = head.select(["sut", "step", "second", "n", "p50_ms", "p99_ms"]).filter(per_second)
-    e2e_points = _by_sut(medians.to_pylist())
+    e2e_points = _by_sut(e2e_seconds(head, per_second))
     has_metric = pc.is_valid(head.column("metric"))
     step_rows = pc.and_(pc.invert(per_second), pc.invert(has_metric))
     columns = [

@@ -342,6 +342,15 @@ def merge_points(parts: pa.Table) -> pa.Table:
     ).sort_by("t_ns")
 
 
+def e2e_seconds(head: pa.Table, per_second: pa.ChunkedArray) -> list[dict[str, Any]]:
+    """Each second's e2e figures from the tasks' rows (`per_second`: those of a second, as
+    `aggregate_step` sends them back): its median for the rule on rising latency, its P99 and
+    highest e2e for a fault's recovery band (analysis.faultsteps: of the seconds all delivered
+    before the fault)."""
+    columns = ["sut", "step", "second", "n", "p50_ms", "p99_ms", "max_ms"]
+    return head.select(columns).filter(per_second).to_pylist()
+
+
 def flat(column: pa.ChunkedArray) -> pa.Table:
     """A list<struct> column's items as one table."""
     items = pc.list_flatten(column)

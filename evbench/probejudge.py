@@ -72,7 +72,8 @@ def probe_ledgers(
 ) -> list[FaultLedger | None]:
     """Each of the probe's faults' ledger (analysis.faultsteps), from the probe's events as the
     analysis reads them: its per-second counts as analysis.steps counts them, and each second's
-    exact e2e P99 (the analysis's comes from that second's digest), seconds counted from
+    exact e2e P99 (the analysis's comes from that second's digest) and highest e2e (the band is
+    of the seconds all delivered before the fault), seconds counted from
     `schedule_start_ns`. Pure."""
     if events.num_rows == 0:
         return [None for _ in faults]
@@ -86,7 +87,11 @@ def probe_ledgers(
     order = np.argsort(due, kind="stable")  # one sort, then each second's run of values
     seconds, starts = np.unique(due[order], return_index=True)
     points = [
-        {"second": float(second), "p99_ms": float(np.percentile(part, 99))}
+        {
+            "second": float(second),
+            "p99_ms": float(np.percentile(part, 99)),
+            "max_ms": float(part.max()),
+        }
         for second, part in zip(seconds, np.split(values[order], starts[1:]), strict=True)
     ]
     return fault_ledgers(faults, schedule_start_ns, rows, points)

@@ -88,7 +88,9 @@ def test_recovery_is_the_first_of_three_healthy_seconds(delivered, p99, recovere
     # late deliveries of events due before the fault are not its
     rows = _seconds(delivered, failed=[0, 0, 100, 50], lost=[0, 0, 20],
                     late=[9, 8, 0, 70])  # fmt: skip
-    ledger = fault_ledger(START + int(12.4 * S), 2, START, rows, p99)
+    # every second's events delivered within 1 ms of its P99: each before the fault is settled
+    maxima = {second: value + 1.0 for second, value in p99.items()}
+    ledger = fault_ledger(START + int(12.4 * S), 2, START, rows, p99, e2e_max_ms=maxima)
     assert ledger.first_second == 12 and ledger.recovered_second == recovered
     assert ledger.recovered_after_s == (None if after_s is None else pytest.approx(after_s))
     counts = (ledger.scheduled, ledger.send_failures, ledger.lost, ledger.late)
@@ -96,6 +98,60 @@ def test_recovery_is_the_first_of_three_healthy_seconds(delivered, p99, recovere
     if p99:
         assert ledger.band_ms == pytest.approx(2.0 * 2 + 5.0)  # the step's second 11 only
         assert ledger.peak_e2e_p99_ms == 50.0
+
+
+# A step from second 8 at ~100 ms e2e, a Kafka dispatcher killed in second 12: events due in
+# second 11 were still on their way and came ~12.9 s late. Each second: (e2e P99, e2e max) ms.
+_STEADY = {8: (80.0, 150.0), 9: (95.0, 150.0), 10: (100.0, 160.0)}
+
+
+_KILLED = {**_STEADY, 11: (12_900.0, 12_950.0)}
+_CALM = {**_STEADY, 11: (120.0, 170.0)}
+_SLOW = {**_STEADY, 10: (900.0, 13_000.0), 11: (12_900.0, 14_000.0)}
+
+
+@pytest.mark.parametrize(
+    ("at_s", "seconds", "band_ms"),
+    [
+        # the second before the kill holds events it delayed: left out (25.8 s before, not 205)
+        (12.4, _KILLED, 2 * 100 + 5),
+        # late in second 12, second 11's events had all arrived (by 12.17 s): it counts
+        (12.9, _CALM, 2 * 120 + 5),
+        # early in second 12, second 11's last events were still on their way: left out
+        (12.1, _CALM, 2 * 100 + 5),
+        # second 10's events too were still on their way (a slow path): left out as well
+        (12.4, _SLOW, 2 * 95 + 5),
+        # no maxima known: a second counts once a whole second ended before the fault's
+        (12.4, {second: (p99, None) for second, (p99, _) in _KILLED.items()}, 2 * 100 + 5),
+        # the step's first second only when no other is settled
+        (10.4, {8: (80.0, 150.0), 9: (300.0, 1_800.0)}, 2 * 80 + 5),
+        # nothing settled before the fault: no band (recovery judged on the rate alone)
+        (9.05, {8: (80.0, 150.0)}, None),
+    ],
+    ids=[
+        "kafka kill",
+        "late in its second",
+        "early in its second",
+        "a slow path",
+        "no maxima",
+        "the step's first",
+        "none settled",
+    ],
+)
+def test_the_band_is_of_the_seconds_delivered_before_the_fault(at_s, seconds, band_ms):
+    rows = _seconds([100] * 10, first=8)
+    p99 = {second: p for second, (p, _) in seconds.items()}
+    maxima = {second: m for second, (_, m) in seconds.items() if m is not None}
+    ledger = fault_ledger(START + int(at_s * S), 2, START, rows, p99, e2e_max_ms=maxima)
+    assert ledger.band_ms == (None if band_ms is None else pytest.approx(band_ms))
+
+
+def test_the_ledgers_take_each_seconds_highest_e2e_from_the_points():
+    points = [{"second": s, "p99_ms": p99, "max_ms": most} for s, (p99, most) in _KILLED.items()]
+    # A second in two slices: the highest of their maxima.
+    points.append({"second": 11, "p99_ms": 50.0, "max_ms": 60.0})
+    (ledger,) = fault_ledgers([_fault(at_s=12.4)], START, _seconds([100] * 10, first=8), points)
+    assert ledger.band_ms == pytest.approx(2 * 100 + 5)
 
 
 def test_a_step_with_a_fault_is_judged_by_the_fault():
