@@ -19,6 +19,7 @@ from analysis.hostload import HostLoad
 from analysis.verdicts import (
     BREAKS,
     HOLDS,
+    HOST_SATURATED,
     StepFigures,
     Thresholds,
     Verdict,
@@ -56,19 +57,22 @@ def judge_steps(
 
 
 def capacity(verdicts: Sequence[Verdict]) -> Capacity:
-    """The run's capacity from its step verdicts in run order."""
+    """The run's capacity from its step verdicts in run order. Only a step on the way up can be
+    the breaking point, as only one can be the capacity: a cool-down step measures what an
+    earlier step left behind, broken or inconclusive (a host others saturated may have left a
+    backlog too), never what the system takes at its own rate."""
+    rising = _rising(verdicts)
     candidates = []
-    overload_rate: int | None = None  # rate of the breaking step whose backlog may linger
-    for v in verdicts:
-        if v.verdict == BREAKS:
+    overload_rate: int | None = None  # rate of the overloaded step whose backlog may linger
+    for v, up in zip(verdicts, rising, strict=True):
+        if v.verdict in (BREAKS, HOST_SATURATED):
             inherited = overload_rate is not None and v.target_rate_per_s <= overload_rate
-            if not inherited:
+            if up and v.verdict == BREAKS and not inherited:
                 candidates.append(v.target_rate_per_s)
             overload_rate = max(overload_rate or 0, v.target_rate_per_s)
         elif v.verdict == HOLDS:
             overload_rate = None
     point = min(candidates) if candidates else None
-    rising = _rising(verdicts)
     holding = [
         v.target_rate_per_s
         for v, up in zip(verdicts, rising, strict=True)
@@ -156,8 +160,11 @@ def host_verdict_text(steps: Sequence[StepSummaryDoc], saturated: Collection[int
         return ""
     worst = max((_load(s.get("host")) for s in crowded), key=lambda h: h.others_ratio if h else 0)
     held = sum(s["verdict"] == HOLDS for s in crowded)
-    said = [f"{len(crowded) - held} inconclusive"] if len(crowded) > held else []
+    inconclusive = sum(s["verdict"] == HOST_SATURATED for s in crowded)
+    said = [f"{inconclusive} inconclusive"] if inconclusive else []
     said += [f"{held} held as a lower bound"] if held else []
+    if other := len(crowded) - held - inconclusive:  # judged by a fault or a death instead
+        said.append(f"{other} judged otherwise (see their reasons)")
     return (
         f"host saturated by other processes in step{'s' if len(crowded) > 1 else ''} "
         f"{', '.join(str(s['step']) for s in crowded)} ({worst.text() if worst else ''}, at "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from analysis.fanout import Fanout, metric_at
+from analysis.faultsteps import FAULTED
 from analysis.hostload import HostTicks
 from analysis.instrumentfail import under_instrument_failure
 from analysis.stepjudge import Sketch, StepInput, judged_rows
@@ -74,7 +75,10 @@ def _subscriber(
             sender_lag=whole_run(step, "sender_lag"),
             e2e_medians=(),  # no per-second digests per subscriber: the rise is the system's
         )
-        inputs.append(StepInput(total, duration_s, tails, system.get("ran_s") if system else None))
+        ran_s = system.get("ran_s") if system else None
+        # As the system's: a step a fault was injected into is no measure of it unloaded.
+        calm = not system or system["verdict"] != FAULTED
+        inputs.append(StepInput(total, duration_s, tails, ran_s, may_set_baseline=calm))
     rows, _ = judged_rows(inputs, thresholds, host)
     # As the system's: a break while an instrument failed may be the instrument's.
     verdicts = under_instrument_failure([verdict for _, verdict in rows], failures)

@@ -26,6 +26,7 @@ VERDICT_COLOURS = {
     "instrument-failed": "rgba(224, 168, 0, 0.15)",
     "system-died": "rgba(140, 86, 75, 0.15)",
     "faulted": "rgba(148, 103, 189, 0.15)",  # a fault injected in the step (--fault)
+    "host-saturated": "rgba(255, 127, 14, 0.12)",  # others saturated the host: inconclusive
 }
 THROUGHPUT_SERIES = (
     ("sent", "send throughput", "#1f77b4"),
@@ -390,6 +391,7 @@ SEARCH_COLOURS = {
     "breaks": "#d62728",
     "sender-limited": "#7f7f7f",
     "not-judged": "#bcbd22",  # the probe an interrupt cut short
+    "host-saturated": "#ff7f0e",  # others saturated the host: probed again
 }
 
 

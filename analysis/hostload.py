@@ -70,13 +70,16 @@ def host_ticks(host_rows: Iterable[Row], process_rows: Iterable[Row]) -> HostTic
 
 
 def host_load(ticks: HostTicks | None, start_ns: int, end_ns: int) -> HostLoad | None:
-    """The host's load over [start_ns, end_ns]: each sample covers the second before it, so
-    the samples taken from a second after the start to a second after the end; None when
-    there are none (no host samples, or a step shorter than a tick)."""
+    """The host's load over [start_ns, end_ns]: each sample covers the second before it (the
+    sampler's tick), so the samples taken from a second after the start to half a second after
+    the end: those at least half inside it; the one after covers the next step, or the drain,
+    when a sender that exits takes its CPU out of the run's. None when there are none (no host
+    samples, or a step shorter than a tick)."""
     if ticks is None:
         return None
     tick_ns = 1_000_000_000
-    chosen = [i for i, t in enumerate(ticks.t_ns) if start_ns + tick_ns <= t <= end_ns + tick_ns]
+    last_ns = end_ns + tick_ns // 2
+    chosen = [i for i, t in enumerate(ticks.t_ns) if start_ns + tick_ns <= t <= last_ns]
     if not chosen:
         return None
     cpus = max(ticks.cpus[i] for i in chosen)

@@ -18,10 +18,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from analysis.capacity import host_verdict_text, verdict_text
 from analysis.fanout_cost import cost_figure, cost_lines, cost_row, fanned_systems
 from analysis.fault_report import faults_brief, faults_section
-from analysis.faultsteps import FAULTED
 from analysis.figures import (
     latency_points,
     resource_samples,
@@ -36,12 +34,11 @@ from analysis.pages import cell, figure_html, href, page, plotly_js, plotly_text
 from analysis.repeats import repeats_html, shown_name
 from analysis.spectrum import spectrum_section, systems_spectrum
 from analysis.summary import latency_text, read_summary, significant
-from analysis.verdicts import drift_verdict_text
 from analysis.window_report import windows_section
 from contract.documents import RunDoc, schedule_start_ns
 from contract.figures import TailDoc
 from contract.layout import SutDir, run_index_html
-from contract.summarydocs import FaultSummaryDoc, StepSummaryDoc, SummaryDoc
+from contract.summarydocs import FaultSummaryDoc, HostLoadDoc, StepSummaryDoc, SummaryDoc
 from contract.units import NS_PER_MS
 from runtime.failcause import causes_text
 from runtime.files import write_text_atomically
@@ -63,6 +60,13 @@ def _figure(column: str, value: object) -> str:
     return cell(value)
 
 
+def _host_cell(host: HostLoadDoc | None) -> str:
+    """The host's load over a step: `99% busy, 52% others` (-: not sampled)."""
+    if not host:
+        return "-"
+    return f"{host['busy_ratio']:.0%} busy, {host['others_ratio']:.0%} others"
+
+
 def _with_causes(failures: int, causes: Mapping[str, int] | None) -> object:
     """A failures cell: the count, and by cause when there are any (runtime.failcause)."""
     text = causes_text(causes or {})
@@ -78,27 +82,9 @@ def _load(layout: SutDir) -> tuple[SummaryDoc, list[Row], list[Row], list[Row]]:
 
 
 def headline(summary: SummaryDoc) -> str:
-    """The run's verdict, and its drifting steps (analysis.verdicts.drift_verdict_text)."""
-    failures = summary.get("instrument_failures") or ()
-    text = verdict_text(
-        summary["breaking_point_per_s"],
-        summary["max_sustainable_rate_per_s"],
-        failures,
-        summary.get("recovered_per_s"),
-    )
-    steps = summary["steps"]
-    crowded = host_verdict_text(steps, summary.get("host_saturated_steps") or ())
-    text = f"{text}; {crowded}" if crowded and not failures else text
-    drifting = drift_verdict_text(
-        [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
-    )
-    text = f"{text}; {drifting}" if drifting and not failures else text
-    faulted = sum(s["verdict"] == FAULTED for s in steps)
-    if faulted and not failures:  # judged by their faults (see the Faults section)
-        if faulted == len(steps):
-            return "every step had a fault injected: judged by it (see Faults)"
-        return f"{faulted} step(s) judged by their faults (see Faults); the other steps: {text}"
-    return text
+    """The run's verdict as the analysis wrote it (analysis.summary): one wording of it, in the
+    summary, the console, the report and the index alike."""
+    return summary["verdict"]
 
 
 def status_banner(summary: SummaryDoc) -> str:
@@ -154,14 +140,17 @@ def _steps_table(steps: list[StepSummaryDoc]) -> str:
         "e2e_n",
         "verdict",
     ]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "<th>why</th>"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns) + "<th>host</th><th>why</th>"
     rows = []
     for step in steps:
         shown: Row = dict(step)
         shown["send_failures"] = _with_causes(step["send_failures"], step.get("failures_by_cause"))
         cells = "".join(f"<td>{_figure(c, shown.get(c))}</td>" for c in columns)
         why = html.escape("; ".join(step.get("reasons", [])))
-        rows.append(f"<tr class='{cell(step['verdict'])}'>{cells}<td class='text'>{why}</td></tr>")
+        host = f"<td class='text'>{cell(_host_cell(step.get('host')))}</td>"
+        rows.append(
+            f"<tr class='{cell(step['verdict'])}'>{cells}{host}<td class='text'>{why}</td></tr>"
+        )
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 

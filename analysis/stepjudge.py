@@ -151,13 +151,15 @@ def step_row(
 
 
 def host_doc(host: HostLoad | None) -> HostLoadDoc | None:
+    """A step's host figures as its row keeps them: unrounded, so that the rule read again from
+    the row (analysis.capacity.saturated_steps) decides as it did on the figures."""
     if host is None:
         return None
     return {
         "cpus": host.cpus,
-        "busy_ratio": round(host.busy_ratio, 4),
-        "others_ratio": round(host.others_ratio, 4),
-        "steal_ratio": round(host.steal_ratio, 4),
+        "busy_ratio": host.busy_ratio,
+        "others_ratio": host.others_ratio,
+        "steal_ratio": host.steal_ratio,
         "samples": host.samples,
     }
 

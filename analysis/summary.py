@@ -103,7 +103,7 @@ def summary(
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
     found_capacity, verdict = _run_verdict(run, verdicts, failures)
     saturated = saturated_steps(steps, opts.thresholds)
-    verdict = verdict if failures else _with_host_and_drift(verdict, steps, saturated)
+    verdict = _with_notes(verdict, failures, steps, saturated, baseline, opts.thresholds, run)
     if deaths.found and not failures and "search" not in run:
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
         verdict = f"{deaths_text(deaths.found, rates)}; before it: {verdict}"
@@ -145,17 +145,30 @@ def summary(
     return doc
 
 
-def _with_host_and_drift(
-    verdict: str, steps: Sequence[StepSummaryDoc], saturated: Sequence[int]
+def _with_notes(
+    verdict: str,
+    failures: Sequence[str],
+    steps: Sequence[StepSummaryDoc],
+    saturated: Sequence[int],
+    baseline: float | None,
+    t: Thresholds,
+    run: RunDoc,
 ) -> str:
-    """The run's verdict, with the steps a saturated host left inconclusive and the steps
-    whose latency drifts, when there are any."""
-    if crowded := host_verdict_text(steps, saturated):
-        verdict = f"{verdict}; {crowded}"
+    """The run's verdict with what it adds, when there is any and no instrument failed: the
+    steps a saturated host left inconclusive, that no step was clean enough to be the latency
+    baseline (a staircase's: a search judges its probes as it goes), and the steps whose
+    latency drifts."""
+    if failures:
+        return verdict
+    notes = [host_verdict_text(steps, saturated)]
+    if baseline is None and "search" not in run and any(s["e2e_n"] for s in steps):
+        notes.append(
+            "no clean step to take a latency baseline from: each step's e2e P99 held to "
+            f"the absolute {t.latency_inflation_min_ms:g} ms"
+        )
     drifts = [(s["step"], s["target_rate_per_s"], s.get("drift")) for s in steps]
-    if drifting := drift_verdict_text(drifts):
-        verdict = f"{verdict}; {drifting}"
-    return verdict
+    notes.append(drift_verdict_text(drifts))
+    return "; ".join((verdict, *(note for note in notes if note)))
 
 
 def _judged(

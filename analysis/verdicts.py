@@ -204,7 +204,8 @@ def on_host(v: Verdict, host: HostLoad | None, t: Thresholds) -> Verdict:
     if why is None or v.verdict not in (HOLDS, BREAKS, SENDER_LIMITED):
         return v
     if v.verdict == HOLDS:
-        return replace(v, reasons=(*v.reasons, f"held on a saturated host ({why}): a lower bound"))
+        lower = f"held on a saturated host ({why}): a lower bound"
+        return v if lower in v.reasons else replace(v, reasons=(*v.reasons, lower))
     alone = f"by the step rule alone: {v.verdict}" + (
         f": {'; '.join(v.reasons)}" if v.reasons else ""
     )

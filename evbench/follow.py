@@ -91,12 +91,17 @@ def follow_sender(
     *,
     known_dead: frozenset[str] = frozenset(),
     crash_note: str = "the steps from here are judged by the crash, not as the system's capacity",
+    check_wiring: bool = True,
 ) -> tuple[SenderDone | None, str | None]:
     """The sender's final summary (None if it ended without one) and, if it had to be stopped
     for going silent, why. `on_start` takes its start line (the schedule's start instant and
     clock offsets), written before the first slot. A system process's death is said once, with
-    `crash_note` (what the policy makes of it); those in `known_dead` were said already."""
+    `crash_note` (what the policy makes of it); those in `known_dead` were said already.
+    `check_wiring`: whether this sender may still show a wiring mistake (`_watch_wiring`)."""
     follow = _Follow(steps_total, live, on_start, crash_note, reported_dead=known_dead)
+    # Only a session's first sender can show wiring: once anything got through, the wiring is
+    # right, and a later probe failing every event is the system's answer to its rate.
+    follow.acked = not check_wiring
     knobs = session.opts.send
     silence_s = knobs.request_timeout_s + knobs.drain_timeout_s + 60
     while True:

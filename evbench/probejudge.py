@@ -34,6 +34,7 @@ from analysis.verdicts import (
     Thresholds,
     Verdict,
     judge_against,
+    on_host,
     saturation,
 )
 from contract.faults import FaultDoc
@@ -109,7 +110,7 @@ def baseline_e2e_p99_ms(
         (
             p99_ms
             for verdict, p99_ms, host in earlier
-            if verdict == HOLDS and saturation(host, thresholds) is None
+            if verdict == HOLDS and p99_ms is not None and saturation(host, thresholds) is None
         ),
         None,
     )
@@ -124,12 +125,13 @@ def verdict_of(
     """The reports' rule, then the objective: a probe that holds by the rule but misses the
     objective breaks, with the objective's reason. Where the system is the instruments (direct:
     the receiver), where it breaks (by the rule or the objective) the instruments do:
-    sender-limited. Pure."""
+    sender-limited. On a host others saturated, nothing it found is a break (`on_host`, last,
+    so that a missed objective cannot make one either). Pure."""
     found = _by_rule_and_objective(fig, thresholds, objectives)
     if found.verdict == BREAKS and instruments_only:
         why = "the system is the instruments (the receiver), so its limit is theirs"
-        return replace(found, verdict=SENDER_LIMITED, reasons=(*found.reasons, why))
-    return found
+        found = replace(found, verdict=SENDER_LIMITED, reasons=(*found.reasons, why))
+    return on_host(found, fig.host, thresholds)
 
 
 def _by_rule_and_objective(

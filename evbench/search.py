@@ -33,7 +33,7 @@ from analysis.fanout import fanout_from
 from analysis.faultsteps import judged_by_recovery
 from analysis.hostload import HostLoad, host_load
 from analysis.tasks import files_events
-from analysis.verdicts import BREAKS, HOLDS, HOST_SATURATED, SENDER_LIMITED, saturation
+from analysis.verdicts import BREAKS, HOLDS, HOST_SATURATED, SENDER_LIMITED, on_host, saturation
 from contract.documents import RunStatus
 from contract.errors import EvbenchError
 from contract.faults import FaultDoc
@@ -195,8 +195,8 @@ class _Search:
         load = f" ({host.text()})" if host else ""
         why = (
             f"the host stayed saturated by other processes{load}: {len(crowded)} probes in a row "
-            f"inconclusive, the last at {probe.rate_per_s}/s; no break placed. Free the host (or "
-            "see --thresholds' host_* rule) and search again"
+            f"inconclusive, the last at {probe.rate_per_s}/s; no break placed. Free the host of "
+            "them and search again"
         )
         return Result(None, hold, broke, why, (), None, len(self.probed))
 
@@ -316,6 +316,8 @@ class _Search:
             ledgers = probe_ledgers(events, faults, done["start_ns"])
             recovered = judged_by_recovery(verdict, faults, ledgers)
             verdict = with_objectives(recovered, figures, self.opts.objective)
+            # Not recovering on a host others saturated is no break either.
+            verdict = on_host(verdict, figures.host, self.opts.thresholds)
         self.session.echo(
             f"  {verdict.verdict}"
             + (f": {'; '.join(verdict.reasons)}" if verdict.reasons else "")
@@ -339,6 +341,7 @@ class _Search:
                 None, False, self._started,
                 known_dead=frozenset(d["role"] for d in session.deaths()),
                 crash_note="this probe is judged by what it delivered",
+                check_wiring=not self.probed,
             )  # fmt: skip
             self.cut = end.done  # an interrupt from here on cuts this probe short
         except (RuntimeError, TimeoutError) as exc:  # it exited, or never said it started

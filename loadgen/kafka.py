@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from contract.records import (
     DECOY_EVENT_TYPE,
@@ -149,7 +150,11 @@ class KafkaTransport:
             self.queue_full += 1
             complete(request, 0, "producer queue full (queue.buffering.max.messages)", None)
         except KafkaException as exc:
-            complete(request, 0, f"Kafka produce: {exc}"[:500], None)
+            # By its kind, as a delivery error is ("Kafka _UNKNOWN_TOPIC: ..."): the failure's
+            # cause (runtime.failcause) is the part before the colon.
+            error: Any = exc.args[0] if exc.args else None
+            kind = error.name() if isinstance(error, KafkaError) else "produce"
+            complete(request, 0, f"Kafka {kind}: {exc}"[:500], None)
 
     def abandon(self, request: Request) -> None:
         """A queued record cannot be recalled; a late ack is ignored (the request is done)."""

@@ -23,7 +23,14 @@ INFLIGHT_CAP = "in-flight cap"
 # Load gives timeouts, closed connections, 429, 500 and 503, never these, on a first step
 # where not one event got through.
 _WIRING = frozenset(
-    {"connection refused", "connection failed", "no connection in time", "HTTP 502"}
+    {
+        "connection refused",
+        "connection failed",
+        "no connection in time",
+        "HTTP 502",
+        "Kafka _UNKNOWN_TOPIC",
+        "Kafka UNKNOWN_TOPIC_OR_PART",
+    }
 )
 _WIRING_STATUS_4XX_EXCEPT = frozenset({408, 429})  # a timeout and a rate limit are load
 
@@ -88,7 +95,11 @@ def wiring_cause(
 ) -> str | None:
     """The one wiring cause (`is_wiring`) behind (nearly) every failure of a step in which
     nothing was acked, once there are `min_failures` of them; None when the step says nothing
-    of wiring (something got through, too few failures yet, mixed or load-like causes)."""
+    of wiring (something got through, too few failures yet, mixed or load-like causes). The
+    sender's own cap refusals are none of the target's answers: left out of both counts (a
+    target that never answers fills the cap while its connects time out)."""
+    failures -= counts.get(INFLIGHT_CAP, 0)
+    counts = {cause: n for cause, n in counts.items() if cause != INFLIGHT_CAP}
     if ok or failures < min_failures:
         return None
     cause, n = max(counts.items(), key=lambda p: p[1], default=("", 0))
@@ -122,6 +133,8 @@ _CHECKS = {
     "/<namespace>/<name>)",
     "HTTP 502": "the proxy at {where} has nothing working behind it: check the service it "
     "forwards to",
+    "Kafka _UNKNOWN_TOPIC": "{where} has no such topic: check --topic and --kafka-bootstrap",
+    "Kafka UNKNOWN_TOPIC_OR_PART": "{where} has no such topic: check --topic and --kafka-bootstrap",
     "HTTP 401": "{where} refused the sender: check the credentials it needs",
     "HTTP 403": "{where} refused the sender: check the credentials it needs",
 }

@@ -323,3 +323,13 @@ def test_a_step_with_a_fault_is_judged_by_it_and_left_out_of_the_baseline():
     assert doc["verdict"].startswith("kill channel 2 s into step 1, back after 1.00 s")
     assert "; the other steps: breaks at 300/s" in doc["verdict"]
     assert doc["faults"][0]["at_s"] == 2.0
+
+
+def test_a_run_with_no_clean_step_says_it_has_no_baseline():
+    # Every step lost events: none held, so none is the bar the others' P99 is measured by.
+    steps = [_totals(lost=50), _totals(step=2, rate=200, lost=50, start_ns=T0 + 12 * S)]
+    doc = summary(_inputs(_run()), AnalyzeOptions(), _findings(steps), ({}, {}))
+    assert doc["baseline_e2e_p99_ms"] is None
+    assert "no clean step to take a latency baseline from" in doc["verdict"]
+    clean = summary(_inputs(_run()), AnalyzeOptions(), _findings([_totals()]), ({}, {}))
+    assert clean["baseline_e2e_p99_ms"] is not None and "no clean step" not in clean["verdict"]

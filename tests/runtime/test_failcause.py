@@ -46,6 +46,8 @@ def test_each_failure_has_one_cause(status, error, cause):
         ("timeout", False),
         ("in-flight cap", False),
         ("connection closed", False),
+        ("Kafka _UNKNOWN_TOPIC", True),
+        ("Kafka _MSG_TIMED_OUT", False),
     ],
 )
 def test_what_says_wiring(cause, wiring):
@@ -62,6 +64,8 @@ def test_what_says_wiring(cause, wiring):
         ({"connection refused": 500}, 1, 500, None),  # one got through: not wiring
         ({"timeout": 500}, 0, 500, None),  # load, or a system down: judged, not diagnosed
         ({"HTTP 503": 500}, 0, 500, None),
+        # a target that never answers: its connects time out while the sender's cap fills
+        ({"no connection in time": 300, "in-flight cap": 4000}, 0, 4300, "no connection in time"),
         ({}, 0, 0, None),
     ],
 )
