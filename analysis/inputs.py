@@ -140,19 +140,18 @@ def check_inputs(sut_dir: Path) -> SutInputs:
             f"{layout.run_json}: no schedule start and no sent records: the sender never "
             "started, nothing to analyse"
         )
-    host = read_host_ticks(layout.samples)
+    host = read_host_ticks(layout)
     found = SutInputs(sut_dir, run, int(start_ns), source, sent, received, host=host)
     return replace(found, ignored=copies + more)
 
 
-def read_host_ticks(samples: Path) -> HostTicks | None:
+def read_host_ticks(layout: SutDir) -> HostTicks | None:
     """The host samples of a run and the process samples of the same ticks (one row a second
     each: a day is 86,400 rows, read on the driver); None when it has no host samples."""
-    parts = part_files(samples) if samples.is_dir() else []
-    host = [p for p in parts if p.name.startswith("host-")]
+    host = part_files(layout.host_samples) if layout.host_samples.is_dir() else []
     if not host:
         return None
-    processes = [p for p in parts if p.name.startswith("processes-")]
+    processes = [p for p in part_files(layout.samples) if p.name.startswith("processes-")]
     return host_ticks(_rows(host, HOST_SAMPLE_FIELDS), _rows(processes, PROCESS_SAMPLE_FIELDS))
 
 

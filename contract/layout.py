@@ -2,7 +2,7 @@
 directories is runtime.runs').
 
 runs/<run-id>-<pace>/index.html
-runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[consumer-lag/, metrics/],
+runs/<run-id>-<pace>/<sut>/{run.json, sent/, received/, samples/[host/, consumer-lag/, metrics/],
                             profiles/step-<N>/, logs/,
                             analysis/{summary.json, metrics.parquet, ..., report.html, knative/,
                                       hdr/[step-<N>/]}}
@@ -36,6 +36,12 @@ class SutDir:
     @property
     def samples(self) -> Path:
         return self.root / "samples"
+
+    @property
+    def host_samples(self) -> Path:
+        """The host as a whole, in the process samples' ticks (contract.records'
+        HOST_SAMPLE_FIELDS): a folder of its own, so samples/ holds process samples only."""
+        return self.samples / "host"
 
     @property
     def consumer_lag(self) -> Path:

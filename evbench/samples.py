@@ -42,7 +42,7 @@ class ProcessSampler:
         # The host as a whole, in the same ticks: what the run's processes do not account for
         # is someone else's load (analysis.hostload).
         self.host_writer = PartWriter(
-            out_dir, HOST_SAMPLE_FIELDS, prefix="host", roll_s=record_roll_s()
+            out_dir / "host", HOST_SAMPLE_FIELDS, prefix="host", roll_s=record_roll_s()
         )
         self._host = HostCpu()
         # The last hour's host samples with the run's processes' CPU in the same tick, for a

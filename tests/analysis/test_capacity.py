@@ -64,6 +64,18 @@ CAPACITY = [
         steps((1000, H), (1100, X), (1200, X)),
         (None, 1000, None),
     ),
+    # The review's case: the cool-down draining a step a saturated host overloaded is never the
+    # breaking point ("breaks at 100/s").
+    (
+        "a cool-down after a saturated step",
+        steps((1000, H), (1400, H), (1500, X), (100, B), (1600, X)),
+        (None, 1400, None),
+    ),
+    (
+        "a cool-down that broke on its own is no breaking point",
+        steps((1000, H), (1500, H), (100, B)),
+        (None, 1500, None),
+    ),
 ]
 
 
@@ -75,6 +87,24 @@ def test_capacity_comes_from_the_rising_pace(name, verdicts, expected):
         found.max_sustainable_rate_per_s,
         found.recovered_per_s,
     ) == expected
+
+
+def test_the_runs_words_say_which_steps_a_saturated_host_left_inconclusive():
+    from analysis.capacity import host_verdict_text, saturated_steps
+
+    def row(step, verdict, host):
+        return {"step": step, "verdict": verdict, "host": host}
+
+    busy = {"cpus": 2, "busy_ratio": 0.99, "others_ratio": 0.5, "steal_ratio": 0.0, "samples": 9}
+    quiet = {**busy, "others_ratio": 0.02}
+    rows = [row(1, H, quiet), row(2, H, busy), row(3, X, busy), row(4, "faulted", busy)]
+    assert saturated_steps(rows, T) == [2, 3, 4]
+    assert host_verdict_text(rows, [2, 3, 4]) == (
+        "host saturated by other processes in steps 2, 3, 4 (host 99% busy, 50% by processes "
+        "outside the run, of 2 CPUs, at most): 1 inconclusive, 1 held as a lower bound, "
+        "1 judged otherwise (see their reasons)"
+    )
+    assert host_verdict_text(rows[:1], []) == ""
 
 
 def test_the_verdict_says_a_recovery_and_no_step_held():

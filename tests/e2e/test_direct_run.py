@@ -108,7 +108,10 @@ def test_two_step_run_every_event_once_on_each_side_on_schedule(tmp_path):
     }
     assert summary["latency_ms"]["e2e"]["n"] == 1200
     assert [s["target_rate_per_s"] for s in summary["steps"]] == [200, 400]
-    assert all(s["verdict"] in ("holds", "sender-limited") for s in summary["steps"])
+    # The suite's other worker shares the host: a step the sender could not keep may say so as
+    # a host saturated by others; never a break.
+    judged = ("holds", "sender-limited", "host-saturated")
+    assert all(s["verdict"] in judged for s in summary["steps"])
     assert "direct:" in err and "report.html" in err
     assert (sut_dir / "analysis" / "report.html").is_file()
     assert (sut_dir.parent / "index.html").is_file()

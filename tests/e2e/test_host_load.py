@@ -5,6 +5,7 @@ analysed with Spark."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ def _hogs(n: int) -> list[subprocess.Popen[bytes]]:
 
 
 def test_a_step_that_broke_beside_cpu_hogs_is_inconclusive_not_a_capacity(spark, tmp_path):
-    hogs = _hogs(2)
+    hogs = _hogs(os.cpu_count() or 2)  # a core each: the host saturated by others
     try:
         summary = _run_and_analyse(spark, tmp_path)
     finally:
@@ -97,7 +98,7 @@ def test_a_search_places_no_break_on_a_host_others_saturate(tmp_path, monkeypatc
         fresh=True,  # no backlog carried from one probe to the next
     )
     lines: list[str] = []
-    hogs = _hogs(2)
+    hogs = _hogs(os.cpu_count() or 2)  # a core each: the host saturated by others
     try:
         searched = search(opts, lines.append, make=known_capacity(40, queue_limit=100))
     finally:

@@ -47,7 +47,7 @@ def test_the_process_samples_roll_and_read_back_once(
     assert stamps == sorted(stamps)
     # The host is sampled in the same ticks, stamped alike, so the analysis can tell the run's
     # own CPU from others' (analysis.hostload).
-    host = _samples(tmp_path, "host")
+    host = _samples(tmp_path / "host", "host")  # a folder of its own
     assert [r["t_ns"] for r in host] == stamps
     assert all(0 <= r["busy_percent"] <= 100 * r["cpus"] + 1 for r in host), host[:3]
 
