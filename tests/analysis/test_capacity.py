@@ -12,11 +12,11 @@ from analysis.verdicts import (
     HOLDS,
     HOST_SATURATED,
     SENDER_LIMITED,
-    StepFigures,
     Thresholds,
     Verdict,
     judge,
 )
+from tests.analysis.test_verdicts import fig as a_step
 
 T = Thresholds()
 H, B, S, X = HOLDS, BREAKS, SENDER_LIMITED, HOST_SATURATED
@@ -115,22 +115,9 @@ def test_the_verdict_says_a_recovery_and_no_step_held():
 
 
 def fig(step, rate=1000, p99=5.0, **over):
-    base = dict(
-        step=step,
-        target_rate_per_s=rate,
-        scheduled=rate * 30,
-        acked=rate * 30,
-        send_failures=0,
-        lost=0,
-        sender_ratio=1.0,
-        sender_lag_p99_ms=0.5,
-        delivered_rate_per_s=float(rate),
-        e2e_median_ms=p99 / 2,
-        e2e_rise_ms=0.0,
-        e2e_p99_ms=p99,
-    )
-    base.update(over)
-    return StepFigures(**base)
+    """A step that holds by the rule (test_verdicts' figures), its e2e P99 `p99`, on time."""
+    over = dict(sender_lag_p99_ms=0.5, e2e_median_ms=p99 / 2, e2e_rise_ms=0.0) | over
+    return a_step(rate, step=step, e2e_p99_ms=p99, **over)
 
 
 BUSY = HostLoad(cpus=2, busy_ratio=0.99, others_ratio=0.5, steal_ratio=0.0, samples=30)
