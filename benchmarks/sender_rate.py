@@ -6,10 +6,12 @@ loopback. The rate holds when the achieved send rate is >= 99 % of target and se
 
     .venv/bin/python benchmarks/sender_rate.py [--rates 2000,4000,...] [--seconds 10] [--repeats 3]
 
-With --repeats, each rate runs that many times and the row shows medians. With --kafka, the
-sender produces Kafka records (the source-kafka path) to a local Tansu broker started afresh for
-every run, a topic of --partitions partitions, and nothing consumes them; publish latency is then
-the produce ack.
+With --repeats, each rate runs that many times and the row shows medians (and each run's lag
+p99 and failures). --events N runs each rate for N events instead of --seconds (a rate of R
+for N / R seconds). At the end the receiver's count of connections it closed as idle: 0 when
+the sender retired each before the receiver's limit. With --kafka, the sender produces Kafka
+records (the source-kafka path) to a local Tansu broker started afresh for every run, a topic of
+--partitions partitions, and nothing consumes them; publish latency is then the produce ack.
 
 Then, in the same invocation and against the same receiver, what a user would pick instead, each
 as fast as it goes for --seconds (closed loop: their best rate), counted by the receiver over
@@ -219,6 +221,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="2000,5000,10000,12000,15000")
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument(
+        "--events", type=int, default=None, help="events per rate instead of --seconds"
+    )
     parser.add_argument("--payload-bytes", type=int, default=8192)
     parser.add_argument("--repeats", type=int, default=1, help="runs per rate; rows show medians")
     parser.add_argument("--kafka", action="store_true", help="produce to a local Tansu broker")
@@ -236,8 +241,9 @@ def main() -> int:
 
     print(machine_line())
     print(
-        f"one sender process, {args.payload_bytes}-byte events, {args.seconds} s per rate, "
-        f"median of {args.repeats}\n"
+        f"one sender process, {args.payload_bytes}-byte events, "
+        + (f"{args.seconds} s" if args.events is None else f"{args.events:,} events")
+        + f" per rate, median of {args.repeats}\n"
     )
     others: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -254,6 +260,7 @@ def main() -> int:
             )
             best = None
             for rate in rates:
+                seconds = args.seconds if args.events is None else max(1, args.events // rate)
                 runs = []
                 for i in range(args.repeats):
                     tag = f"{rate}-{i}"
@@ -265,7 +272,7 @@ def main() -> int:
                                 workdir,
                                 url,
                                 rate,
-                                args.seconds,
+                                seconds,
                                 args.payload_bytes,
                                 tag,
                                 args.sender_metrics,
@@ -273,7 +280,7 @@ def main() -> int:
                         )
                 row = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
                 holds = row["achieved"] >= 0.99 * rate and row["lag_p99_ms"] <= LAG_BAR_MS
-                holds = holds and row["ok"] == rate * args.seconds
+                holds = holds and row["ok"] == rate * seconds
                 if holds:
                     best = rate
                 print(
@@ -286,7 +293,9 @@ def main() -> int:
                     + (
                         "  (lag p99 per run: "
                         + ", ".join(f"{r['lag_p99_ms']:.2f}" for r in runs)
-                        + " ms)"
+                        + " ms; failed per run: "
+                        + ", ".join(str(r["events"] - r["ok"]) for r in runs)
+                        + ")"
                         if len(runs) > 1
                         else ""
                     ),
@@ -296,6 +305,9 @@ def main() -> int:
                 f"\nmax open-loop rate that held (>= 99 % achieved, lag p99 <= {LAG_BAR_MS:g} ms): "
                 f"{best if best else 'none'} events/s per process"
             )
+            if not args.kafka:
+                closed = httpx.get(url + "stats", timeout=5).json()["idle_closed"]
+                print(f"connections the receiver closed as idle, all runs: {closed}")
             others = {} if args.kafka or args.no_others else run_others(args, workdir, url)
         finally:
             stop()
