@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analysis.drift import drift_of
-from analysis.verdicts import Thresholds
+from analysis.verdicts import Thresholds, drift_verdict_text
 from contract.figures import TailDoc
 from contract.layout import SutDir
 from contract.summarydocs import SummaryDoc
@@ -101,7 +101,9 @@ def _summary(hours: float, rate_per_s: int, e2e: np.ndarray, points: list[dict])
         "sut": "direct",
         "pace": f"{rate_per_s}:{seconds}",
         "status": "completed",
-        "verdict": f"held every judged step; max sustainable {rate_per_s}/s",
+        # as analysis.summary words it: the capacity, then the drifting step
+        "verdict": f"held every judged step; max sustainable {rate_per_s}/s; "
+        + drift_verdict_text([(1, rate_per_s, step["drift"])]),
         "instrument_failures": [],
         "schedule_start_ns": T0,
         "schedule_start_from": "run.json",

@@ -177,7 +177,8 @@ def _analyze_without_java(*args: str) -> subprocess.CompletedProcess:
 def _sut_without_start(root: Path) -> Path:
     sut = root / "run-1-p" / "direct"
     sut.mkdir(parents=True)
-    (sut / "run.json").write_text(json.dumps({"run_id": "run-1", "sut": "direct"}))
+    pace = {"name": "p", "spec": "10:1", "steps": [{"rate_per_s": 10, "duration_s": 1}]}
+    (sut / "run.json").write_text(json.dumps({"run_id": "run-1", "sut": "direct", "pace": pace}))
     return sut
 
 
@@ -214,7 +215,7 @@ def _sut_with_unreadable_objectives(root: Path) -> Path:
         (lambda root: root / "no-such-run", "no such directory"),
         (_sut_without_start, "the sender never started"),
         (_sut_with_truncated_part, "unreadable Parquet file"),
-        (_sut_with_broken_run_json, "cannot read run.json"),
+        (_sut_with_broken_run_json, "run.json is not JSON"),
         (_sut_with_unreadable_objectives, "run.json's objectives: --slo term 'e2e-p99<200ms'"),
     ],
     ids=[
