@@ -107,13 +107,16 @@ def verdict_text(
     max_sustainable_rate_per_s: int | None,
     failures: Sequence[str] = (),
     recovered_per_s: int | None = None,
+    at_least: bool = False,
 ) -> str:
     """The one-line verdict every report and summary line uses; an instrument failure (see
-    analysis.instrumentfail) outranks every figure."""
+    analysis.instrumentfail) outranks every figure. `at_least`: the max sustainable rate held
+    only on a host others saturated, a lower bound."""
     if failures:
         return "instrument failed: " + "; ".join(failures)
+    bound = "at least " if at_least else ""
     sustainable = (
-        f"max sustainable {max_sustainable_rate_per_s}/s"
+        f"max sustainable {bound}{max_sustainable_rate_per_s}/s"
         if max_sustainable_rate_per_s
         else "no step held below it on the way up"
     )

@@ -19,22 +19,46 @@ from typing import Any
 Row = Mapping[str, Any]
 
 
+# The busiest few seconds of a step are judged as well as its mean: a burst of someone else's
+# work at a system's edge (a test suite, a build, a cron job taking a core for 8 s) starts a
+# queue the rest of the step cannot drain, while the step's mean stays a few percent.
+WINDOW_SAMPLES = 5
+
+
 @dataclass(frozen=True)
 class HostLoad:
-    """Means over a step's samples, as shares of the whole host (1.0 = every CPU busy)."""
+    """A step's host, as shares of the whole host (1.0 = every CPU busy): its means over the
+    step, and the same over its busiest `WINDOW_SAMPLES` seconds (`peak_*`: the window whose
+    others' share was highest while the host was busy; None: as the means)."""
 
     cpus: int
     busy_ratio: float  # every process, and steal: time the run could not have had
     others_ratio: float  # busy, less the run's processes and evbench itself
     steal_ratio: float
     samples: int
+    peak_busy_ratio: float | None = None
+    peak_others_ratio: float | None = None
+
+    @property
+    def peak(self) -> tuple[float, float]:
+        """(busy, others) of the busiest seconds."""
+        busy = self.busy_ratio if self.peak_busy_ratio is None else self.peak_busy_ratio
+        others = self.others_ratio if self.peak_others_ratio is None else self.peak_others_ratio
+        return busy, others
 
     def text(self) -> str:
-        """`host 97% busy, 48% by processes outside the run, of 2 CPUs` (steal when any)."""
+        """`host 97% busy, 48% by processes outside the run, of 2 CPUs`: over its busiest
+        seconds, with the step's mean where they differ (steal when any)."""
+        busy, others = self.peak
         steal = f", steal {self.steal_ratio:.0%}" if self.steal_ratio >= 0.005 else ""
+        where = ""
+        if self.peak_others_ratio is not None and self.samples > WINDOW_SAMPLES:
+            where = f" in its busiest {WINDOW_SAMPLES} s"
+            if f"{others:.0%}" != f"{self.others_ratio:.0%}":
+                where += f" ({self.others_ratio:.0%} over the step)"
         return (
-            f"host {self.busy_ratio:.0%} busy, {self.others_ratio:.0%} by processes outside "
-            f"the run{steal}, of {self.cpus} CPUs"
+            f"host {busy:.0%} busy, {others:.0%} by processes outside the run{where}{steal}, "
+            f"of {self.cpus} CPUs"
         )
 
 
@@ -69,12 +93,16 @@ def host_ticks(host_rows: Iterable[Row], process_rows: Iterable[Row]) -> HostTic
     )
 
 
-def host_load(ticks: HostTicks | None, start_ns: int, end_ns: int) -> HostLoad | None:
+def host_load(
+    ticks: HostTicks | None, start_ns: int, end_ns: int, busy_floor: float = 0.9
+) -> HostLoad | None:
     """The host's load over [start_ns, end_ns]: each sample covers the second before it (the
     sampler's tick), so the samples taken from a second after the start to half a second after
     the end: those at least half inside it; the one after covers the next step, or the drain,
     when a sender that exits takes its CPU out of the run's. None when there are none (no host
-    samples, or a step shorter than a tick)."""
+    samples, or a step shorter than a tick). The peak is the window of `WINDOW_SAMPLES`
+    samples whose others' share was highest among those at least `busy_floor` busy (the host
+    rule's: others on an idle host take nothing from the run), or of all if none was."""
     if ticks is None:
         return None
     tick_ns = 1_000_000_000
@@ -84,12 +112,29 @@ def host_load(ticks: HostTicks | None, start_ns: int, end_ns: int) -> HostLoad |
         return None
     cpus = max(ticks.cpus[i] for i in chosen)
     whole = 100.0 * cpus * len(chosen)
-    busy = sum(ticks.busy_percent[i] for i in chosen)
-    others = sum(max(0.0, ticks.busy_percent[i] - ticks.ours_percent[i]) for i in chosen)
+    busy = [min(1.0, ticks.busy_percent[i] / (100.0 * cpus)) for i in chosen]
+    others = [
+        min(1.0, max(0.0, ticks.busy_percent[i] - ticks.ours_percent[i]) / (100.0 * cpus))
+        for i in chosen
+    ]
+    peak_busy, peak_others = _peak(busy, others, busy_floor)
     return HostLoad(
         cpus=cpus,
-        busy_ratio=min(1.0, busy / whole),
-        others_ratio=min(1.0, others / whole),
+        busy_ratio=sum(busy) / len(busy),
+        others_ratio=sum(others) / len(others),
         steal_ratio=min(1.0, sum(ticks.steal_percent[i] for i in chosen) / whole),
         samples=len(chosen),
+        peak_busy_ratio=peak_busy,
+        peak_others_ratio=peak_others,
     )
+
+
+def _peak(busy: list[float], others: list[float], busy_floor: float) -> tuple[float, float]:
+    """(busy, others) means of the window of `WINDOW_SAMPLES` samples (all, if fewer) with the
+    highest others' share among those `busy_floor` busy, or among all if none is."""
+    n = min(WINDOW_SAMPLES, len(busy))
+    windows = [
+        (sum(busy[i : i + n]) / n, sum(others[i : i + n]) / n) for i in range(len(busy) - n + 1)
+    ]
+    crowded = [w for w in windows if w[0] >= busy_floor] or windows
+    return max(crowded, key=lambda w: w[1])

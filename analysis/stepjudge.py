@@ -50,7 +50,9 @@ def judged_rows(
     figures = [
         replace(
             step_figures(s.total, s.tails, s.ran_s or s.duration_s, None),
-            host=host_load(host, s.total["start_ns"], s.total["last_intended_ns"]),
+            host=host_load(
+                host, s.total["start_ns"], s.total["last_intended_ns"], thresholds.host_busy_ratio
+            ),
         )
         for s in steps
     ]
@@ -161,6 +163,8 @@ def host_doc(host: HostLoad | None) -> HostLoadDoc | None:
         "others_ratio": host.others_ratio,
         "steal_ratio": host.steal_ratio,
         "samples": host.samples,
+        "peak_busy_ratio": host.peak_busy_ratio,
+        "peak_others_ratio": host.peak_others_ratio,
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
@@ -42,7 +42,7 @@ from analysis.instrumentfail import (
 )
 from analysis.stepjudge import Sketch, system_steps
 from analysis.steprule import StepTotals
-from analysis.verdicts import Thresholds, Verdict, drift_verdict_text
+from analysis.verdicts import HOLDS, Thresholds, Verdict, drift_verdict_text
 from contract.documents import RunDoc, receiver_stats, sender_summary
 from contract.figures import TailDoc
 from contract.summarydocs import ClockSummaryDoc, CountsDoc, StepSummaryDoc, SummaryDoc
@@ -101,8 +101,8 @@ def summary(
     verdicts = after_faults(verdicts, faults, ledgers, by_step)
     for step, judged in zip(steps, verdicts, strict=True):
         step["verdict"], step["reasons"] = judged.verdict, list(judged.reasons)
-    found_capacity, verdict = _run_verdict(run, verdicts, failures)
     saturated = saturated_steps(steps, opts.thresholds)
+    found_capacity, verdict = _run_verdict(run, verdicts, failures, saturated)
     verdict = _with_notes(verdict, failures, steps, saturated, baseline, opts.thresholds, run)
     if deaths.found and not failures and "search" not in run:
         rates = {t["step"]: t["target_rate_per_s"] for t in found.totals}
@@ -192,7 +192,7 @@ def _judged(
 
 
 def _run_verdict(
-    run: RunDoc, verdicts: Sequence[Verdict], failures: Sequence[str]
+    run: RunDoc, verdicts: Sequence[Verdict], failures: Sequence[str], saturated: Collection[int]
 ) -> tuple[Capacity, str]:
     """The run's capacity (breaking point, max sustainable rate, recovery) and verdict text.
 
@@ -211,7 +211,12 @@ def _run_verdict(
         return bracket, text
     found = capacity(verdicts)
     point, sustainable = found.breaking_point_per_s, found.max_sustainable_rate_per_s
-    return found, verdict_text(point, sustainable, recovered_per_s=found.recovered_per_s)
+    # held only where others saturated the host: the system may take more (a lower bound)
+    at_least = not any(
+        v.verdict == HOLDS and v.target_rate_per_s == sustainable and v.step not in saturated
+        for v in verdicts
+    )
+    return found, verdict_text(point, sustainable, (), found.recovered_per_s, at_least)
 
 
 def whole_run(sketches: Mapping[tuple[str, int], Sketch], metric: str) -> TailDoc:

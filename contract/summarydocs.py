@@ -51,6 +51,9 @@ class HostLoadDoc(TypedDict):
     others_ratio: float  # busy, less the run's own processes
     steal_ratio: float
     samples: int
+    # the same over its busiest 5 seconds, which the host rule reads too
+    peak_busy_ratio: float | None
+    peak_others_ratio: float | None
 
 
 class StepSummaryDoc(TypedDict):

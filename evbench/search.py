@@ -207,7 +207,8 @@ class _Search:
             return None
         intended = events.column("intended_ns")
         start_ns, end_ns = pc.min(intended).as_py(), pc.max(intended).as_py()
-        return host_load(self.session.sampler.recent_host(), start_ns, end_ns)
+        ticks, busy = self.session.sampler.recent_host(), self.opts.thresholds.host_busy_ratio
+        return host_load(ticks, start_ns, end_ns, busy)
 
     def _between_probes(self) -> str | None:
         """Why the system must start afresh before the next probe (None: it goes on warm)."""

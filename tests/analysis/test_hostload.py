@@ -55,3 +55,29 @@ def test_a_step_reads_the_samples_that_cover_it(start_s, end_s, samples):
 def test_a_run_without_host_samples_has_no_load():
     assert host_ticks([], []) is None
     assert host_load(None, T0, T0 + S) is None
+
+
+def test_a_burst_of_others_is_the_steps_peak_though_its_mean_is_small():
+    # The review's case, measured: 8 s of half a core taken by a test run beside a 1600/s step
+    # of 30 s at the system's edge, which broke; its mean others' share came to 4 %.
+    busy = [170.0] * 30
+    ours = [168.0] * 30
+    for i in range(10, 15):
+        busy[i], ours[i] = 200.0, 120.0  # someone else's 80 % of 200 %
+    load = host_load(_ticks(busy, ours), T0, T0 + 30 * S)
+    assert load is not None and load.others_ratio < 0.1
+    assert load.peak == pytest.approx((1.0, 0.395))  # evbench's own 1 % is the run's
+    assert load.text() == (
+        "host 100% busy, 40% by processes outside the run in its busiest 5 s (7% over the step), "
+        "of 2 CPUs"
+    )
+
+
+def test_others_on_an_idle_host_are_no_peak():
+    # others took a core while the run was light: the host had room; the peak is where it
+    # was busy, or, with none busy, the window of most others
+    busy, ours = [60.0] * 10 + [190.0] * 10, [10.0] * 10 + [180.0] * 10
+    load = host_load(_ticks(busy, ours), T0, T0 + 20 * S)
+    assert load is not None and load.peak == pytest.approx((0.95, 0.045))
+    idle = host_load(_ticks([60.0] * 10, [10.0] * 10), T0, T0 + 10 * S)
+    assert idle is not None and idle.peak == pytest.approx((0.3, 0.245))

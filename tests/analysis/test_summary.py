@@ -156,7 +156,7 @@ def _verdict(kind, rate, step=1):
     ],
 )
 def test_the_runs_verdict(run, verdicts, failures, expected):
-    found, text = _run_verdict(run, verdicts, failures)
+    found, text = _run_verdict(run, verdicts, failures, ())
     assert (found.breaking_point_per_s, found.max_sustainable_rate_per_s) == expected[:2]
     assert text.startswith(expected[2]), text
 
@@ -333,3 +333,11 @@ def test_a_run_with_no_clean_step_says_it_has_no_baseline():
     assert "no clean step to take a latency baseline from" in doc["verdict"]
     clean = summary(_inputs(_run()), AnalyzeOptions(), _findings([_totals()]), ({}, {}))
     assert clean["baseline_e2e_p99_ms"] is not None and "no clean step" not in clean["verdict"]
+
+
+def test_a_capacity_held_only_on_a_saturated_host_is_a_lower_bound():
+    verdicts = [_verdict("holds", 100), _verdict("holds", 200, 2)]
+    _, text = _run_verdict(_run(), verdicts, (), [2])  # step 2 held beside others' load
+    assert text == "held every judged step; max sustainable at least 200/s"
+    _, text = _run_verdict(_run(), verdicts, (), [1])
+    assert text == "held every judged step; max sustainable 200/s"

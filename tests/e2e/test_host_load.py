@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from analysis.job import AnalyzeOptions, analyze
+from analysis.verdicts import Thresholds
 from evbench.options import RunOptions
 from evbench.runner import run
 from loadgen.pace import resolve_pace
@@ -58,7 +59,8 @@ def test_a_step_that_broke_beside_cpu_hogs_is_inconclusive_not_a_capacity(spark,
     (step,) = summary["steps"]
     host = step["host"]
     assert host is not None and host["samples"] >= 3, step
-    assert host["busy_ratio"] >= 0.9 and host["others_ratio"] >= 0.25, host
+    t = Thresholds()
+    assert host["busy_ratio"] >= t.host_busy_ratio and host["others_ratio"] >= t.host_others_ratio
     assert step["verdict"] == "host-saturated", step["reasons"]
     assert step["reasons"][0].startswith("host saturated: host ")
     assert step["reasons"][1].startswith("by the step rule alone: ")  # what it would have said
@@ -70,7 +72,8 @@ def test_a_step_that_broke_beside_cpu_hogs_is_inconclusive_not_a_capacity(spark,
 def test_the_same_run_on_a_quiet_host_breaks_where_the_system_does(spark, tmp_path):
     summary = _run_and_analyse(spark, tmp_path)
     (step,) = summary["steps"]
-    assert step["host"] is not None and step["host"]["others_ratio"] < 0.25, step["host"]
+    assert step["host"] is not None
+    assert step["host"]["others_ratio"] < Thresholds().host_others_ratio, step["host"]
     assert step["verdict"] == "breaks", step["reasons"]
     assert summary["breaking_point_per_s"] == 400 and summary["host_saturated_steps"] == []
     assert "host saturated" not in summary["verdict"]
