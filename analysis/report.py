@@ -186,7 +186,10 @@ def _subscribers_html(summary: SummaryDoc) -> str:
 
 
 def _counts_table(summary: SummaryDoc) -> str:
-    counts = summary["counts"]
+    # The send failures with their causes, in the one cell (not a dictionary of its own).
+    counts: Row = {k: v for k, v in summary["counts"].items() if k != "failures_by_cause"}
+    causes = summary["counts"].get("failures_by_cause")
+    counts["send_failures"] = _with_causes(summary["counts"]["send_failures"], causes)
     head = "".join(f"<th>{cell(k)}</th>" for k in counts)
     cells = "".join(f"<td>{cell(v)}</td>" for v in counts.values())
     lat = summary["latency_ms"]
