@@ -232,8 +232,9 @@ def test_answers_a_client_does_not_read_stop_the_reading(receiver):
                 sent += sock.send(block)
         except TimeoutError:
             pass
-    # Kernel socket buffers on loopback hold a few MB each way; the rest must not be taken.
-    assert sent < total_bytes / 4, f"{sent} of {total_bytes} bytes were accepted"
+    # Kernel socket buffers on loopback hold a few MB each way (auto-tuned: up to ~16 MB was
+    # seen on a loaded CI run); the rest, here 64 MB, must not be taken.
+    assert sent < total_bytes / 3, f"{sent} of {total_bytes} bytes were accepted"
     assert httpx.get(receiver.url + "/healthz").status_code == 200
 
 
